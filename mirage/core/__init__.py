@@ -1,0 +1,1 @@
+"""Contracts, data model, run loop, store and CLI."""

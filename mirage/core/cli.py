@@ -1,0 +1,119 @@
+"""The ``core`` command line. It only builds a RunConfig; defaults live in core/config.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from mirage.core.config import RunConfig
+from mirage.core.store import default_db_path
+from mirage.core.validate import ConfigError, build_config
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="MIRAGE: multi-turn agent RL with template-collapse diagnostics.")
+_D = RunConfig()
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _parse_options(pairs: list[str]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            _fail(f"--env-opt expects KEY=VALUE, got {pair!r}")
+        try:
+            options[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            options[key] = raw
+    return options
+
+
+def _set(data: dict, path: str, value: Any) -> None:
+    if value is None:
+        return
+    *parents, leaf = path.split(".")
+    for part in parents:
+        data = data.setdefault(part, {})
+    data[leaf] = value
+
+
+@app.command()
+def run(
+    env: Optional[str] = typer.Option(None, help=f"environment name [default: {_D.env.name}]"),
+    filter: Optional[str] = typer.Option(None, "--filter", help=f"filter name [default: {_D.filter.name}]"),
+    rho: Optional[float] = typer.Option(None, help=f"filter keep mass/fraction in (0, 1] [default: {_D.filter.rho}]"),
+    algo: Optional[str] = typer.Option(None, help=f"update algorithm [default: {_D.algorithm.name}]"),
+    steps: Optional[int] = typer.Option(None, help=f"rollout-update iterations [default: {_D.steps}]"),
+    seed: Optional[int] = typer.Option(None, help=f"run seed [default: {_D.seed}]"),
+    model: Optional[str] = typer.Option(None, help="HF checkpoint dir or hub id [default: tiny warm-started model]"),
+    db: Optional[Path] = typer.Option(None, help="DuckDB run store [default: $MIRAGE_DB or runs/mirage.duckdb]"),
+    resume: Optional[str] = typer.Option(None, help="continue RUN_ID from its last checkpoint"),
+    prompts: Optional[int] = typer.Option(None, help=f"P, prompts per iteration [default: {_D.rollout.prompts}]"),
+    group_size: Optional[int] = typer.Option(None, help=f"G, rollouts per prompt [default: {_D.rollout.group_size}]"),
+    lr: Optional[float] = typer.Option(None, help=f"learning rate [default: {_D.algorithm.lr}]"),
+    entropy_coef: Optional[float] = typer.Option(None, help=f"entropy bonus [default: {_D.algorithm.entropy_coef}]"),
+    kl_coef: Optional[float] = typer.Option(None, help=f"KL to the initial policy [default: {_D.algorithm.kl_coef}]"),
+    val_every: Optional[int] = typer.Option(None, help=f"validate every N steps [default: {_D.validation.every}]"),
+    val_episodes: Optional[int] = typer.Option(None, help=f"validation episodes [default: {_D.validation.episodes}]"),
+    env_opt: list[str] = typer.Option([], "--env-opt", help="environment option KEY=VALUE (repeatable), e.g. slip=0.1"),
+    config_file: Optional[Path] = typer.Option(None, "--config", help="JSON/YAML file with a (partial) RunConfig"),
+    quiet: bool = typer.Option(False, help="no progress bar"),
+) -> None:
+    """Run rollout -> score -> filter -> update -> diagnose for --steps iterations."""
+    from mirage.core.loop import execute
+
+    data: dict[str, Any] = {}
+    if config_file is not None:
+        if not config_file.is_file():
+            _fail(f"--config file {str(config_file)!r} does not exist")
+        import yaml
+
+        data = yaml.safe_load(config_file.read_text()) or {}
+    for path, value in [
+        ("env.name", env), ("filter.name", filter), ("filter.rho", rho), ("algorithm.name", algo),
+        ("steps", steps), ("seed", seed), ("model.path", model), ("rollout.prompts", prompts),
+        ("rollout.group_size", group_size), ("algorithm.lr", lr), ("algorithm.entropy_coef", entropy_coef),
+        ("algorithm.kl_coef", kl_coef), ("validation.every", val_every),
+        ("validation.episodes", val_episodes),
+    ]:
+        _set(data, path, value)
+    if env_opt:
+        data.setdefault("env", {}).setdefault("options", {}).update(_parse_options(env_opt))
+    target = db or default_db_path()
+    try:
+        config = None if resume else build_config(data)
+        run_id = execute(config, target, resume=resume, progress=not quiet)
+    except ConfigError as error:
+        _fail(str(error))
+    typer.echo(f"run {run_id} finished; results in {target}")
+
+
+@app.command()
+def plugins() -> None:
+    """List loaded plugins: version, hooks implemented, components registered."""
+    from mirage.core.plugins import build_plugins
+
+    loaded = build_plugins()
+    for info in loaded.infos:
+        kind = "built-in" if info.builtin else "entry point"
+        typer.echo(f"{info.name} {info.version} ({kind})")
+        if info.hooks:
+            typer.echo(f"  hooks: {', '.join(info.hooks)}")
+        for kind_name, names in sorted(info.components.items()):
+            typer.echo(f"  {kind_name}: {', '.join(names)}")
+
+
+def main() -> None:
+    app(prog_name="core")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

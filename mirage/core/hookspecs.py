@@ -1,0 +1,147 @@
+"""Hook specifications of MIRAGE, in run order.
+
+Two kinds of hooks:
+
+* **registration hooks** (``mirage_register_*``) are called once when the plugin
+  manager is built; a plugin calls ``register(name, component)`` for each named
+  component it provides. The CLI, ``registry.yaml`` and the app refer to components by
+  these names.
+* **stage hooks** are called by the run loop every iteration, in the order
+  rollout -> score -> filter -> update -> diagnose. The built-in ``stages`` plugin
+  implements each by delegating to the components the run selected; a plugin may
+  replace a stage with ``@hookimpl(tryfirst=True)`` (its non-None result wins) or, for
+  ``mirage_diagnose``, add metrics alongside the built-ins.
+
+Every stage hook receives ``run``, the :class:`mirage.core.session.RunSession` holding
+the config, the selected components and the step counter.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+import pluggy
+
+if TYPE_CHECKING:
+    from mirage.core.batch import Batch, Selection
+    from mirage.core.session import RunSession
+
+PROJECT = "mirage"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+Register = Callable[[str, Any], None]
+
+
+# --------------------------------------------------------------------------- registration
+
+
+@hookspec
+def mirage_register_envs(register: Register) -> None:
+    """Register environment classes: ``register("sokoban", Sokoban)``.
+
+    Receives the registry's ``register(name, cls)``; returns nothing. Called once per
+    plugin manager. ``cls`` subclasses :class:`mirage.core.env.Environment`.
+    """
+
+
+@hookspec
+def mirage_register_backends(register: Register) -> None:
+    """Register policy backends: ``register("local", LocalBackend)``.
+
+    ``cls(config: RunConfig)`` must satisfy :class:`mirage.core.backend.Backend`.
+    Called once per plugin manager.
+    """
+
+
+@hookspec
+def mirage_register_algorithms(register: Register) -> None:
+    """Register update algorithms: ``register("grpo", GRPO)``.
+
+    ``cls(config: RunConfig)`` must satisfy :class:`mirage.core.algorithm.Algorithm`.
+    Called once per plugin manager.
+    """
+
+
+@hookspec
+def mirage_register_filters(register: Register) -> None:
+    """Register rollout filters: ``register("top_p", TopPFilter)``.
+
+    ``cls(config: FilterConfig)`` must satisfy :class:`mirage.core.filtering.Filter`.
+    Called once per plugin manager.
+    """
+
+
+@hookspec
+def mirage_register_diagnostics(register: Register) -> None:
+    """Register diagnostics: ``register("mi", MutualInformation)``.
+
+    ``cls(config: RunConfig)`` must satisfy :class:`mirage.core.diagnostic.Diagnostic`.
+    Called once per plugin manager.
+    """
+
+
+# --------------------------------------------------------------------------- rollout
+
+
+@hookspec(firstresult=True)
+def mirage_rollout(run: RunSession, batch: Batch) -> Batch | None:
+    """Play every episode of ``batch`` (P prompts x G samples) to the end.
+
+    Receives a batch whose groups carry their seeds and empty trajectories; returns the
+    same batch with trajectories filled (turns, rewards, token ids). First non-None
+    result wins. Called once per iteration, and for validation.
+    """
+
+
+# --------------------------------------------------------------------------- score
+
+
+@hookspec(firstresult=True)
+def mirage_score(
+    run: RunSession, contexts: list[list[int]], responses: list[list[int]]
+) -> list[list[float]] | None:
+    """Teacher-forced log-probabilities of each response given its context.
+
+    Receives token-id lists of equal count; returns, per pair, the log-prob of every
+    response token under the current policy (no gradient). First non-None result wins.
+    Called after rollout (old log-probs) and by diagnostics (cross-scoring).
+    """
+
+
+# --------------------------------------------------------------------------- filter
+
+
+@hookspec(firstresult=True)
+def mirage_filter(run: RunSession, batch: Batch) -> Selection | None:
+    """Choose which prompt groups (and trajectories) the update will see.
+
+    Receives the scored batch; returns a :class:`mirage.core.batch.Selection`. First
+    non-None result wins. Called once per iteration, after score.
+    """
+
+
+# --------------------------------------------------------------------------- update
+
+
+@hookspec(firstresult=True)
+def mirage_update(run: RunSession, batch: Batch) -> Mapping[str, float] | None:
+    """Take the optimisation step(s) of one iteration on the kept part of ``batch``.
+
+    Receives the batch after filtering (``batch.kept_groups()`` is what to train on);
+    returns the update's metrics (loss, clip fraction, gradient norm...). First
+    non-None result wins. Not called when the filter kept nothing.
+    """
+
+
+# --------------------------------------------------------------------------- diagnose
+
+
+@hookspec
+def mirage_diagnose(run: RunSession, batch: Batch) -> Mapping[str, float] | None:
+    """Measure the batch; every implementation's metrics are merged.
+
+    Receives the batch after rollout and score (diagnostics see it before filtering
+    changes anything but the kept flags); returns ``{metric_name: value}`` or None.
+    All results are collected. Called once per iteration, after update.
+    """

@@ -1,0 +1,254 @@
+"""The run loop: rollout -> score -> filter -> update -> diagnose -> store, every iteration.
+
+Step 0 evaluates the starting policy (validation and diagnostics, no update). Each step
+is written to the store as it finishes, and the policy is checkpointed every
+``checkpoint_every`` steps, so a crash loses at most the steps since the checkpoint and
+``resume`` continues from it without duplicate rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from mirage.core.batch import Batch, make_batch
+from mirage.core.config import RunConfig
+from mirage.core.plugins import Plugins, build_plugins
+from mirage.core.progress import Progress
+from mirage.core.session import RunSession
+from mirage.core.store import GroupRow, RunStore, new_run_id
+from mirage.core.validate import ConfigError, validate_config
+
+
+class EmptyStepsError(RuntimeError):
+    """The filter kept nothing for too many steps in a row."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("MIRAGE_CACHE", Path.home() / ".cache" / "mirage"))
+
+
+def checkpoint_root(store: RunStore, run_id: str) -> Path:
+    return store.path.parent / "checkpoints" / run_id
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def step_seeds(seed: int, step: int, count: int) -> list[int]:
+    """Prompt seeds of one training step, independent of every other step."""
+    return [int(s) for s in np.random.SeedSequence([seed, step]).generate_state(count)]
+
+
+def open_session(config: RunConfig, plugins: Plugins, env_options: Any) -> RunSession:
+    reg = plugins.registries
+    return RunSession(
+        config=config,
+        plugins=plugins,
+        env_cls=reg.envs.get(config.env.name),
+        env_options=env_options,
+        backend=reg.backends.get(config.model.backend)(config),
+        algorithm=reg.algorithms.get(config.algorithm.name)(config),
+        filter=reg.filters.get(config.filter.name)(config.filter),
+        diagnostics={n: reg.diagnostics.get(n)(config) for n in config.diagnostics.names},
+    )
+
+
+def score_batch(run: RunSession, batch: Batch) -> None:
+    """Old log-probs of every turn under the policy that sampled it."""
+    turns = [turn for t in batch.trajectories for turn in t.turns if turn.response_ids]
+    if not turns:
+        return
+    logprobs = run.hook.mirage_score(
+        run=run, contexts=[t.context_ids for t in turns], responses=[t.response_ids for t in turns]
+    )
+    for turn, values in zip(turns, logprobs):
+        turn.old_logprobs = values
+
+
+def batch_metrics(batch: Batch, prefix: str) -> dict[str, float]:
+    turns = [turn for t in batch.trajectories for turn in t.turns]
+    return {
+        f"{prefix}/success": batch.success_rate(),
+        f"{prefix}/return": batch.mean_return(),
+        f"{prefix}/turns": len(turns) / max(len(batch.trajectories), 1),
+        f"{prefix}/format_valid": sum(t.format_ok for t in turns) / max(len(turns), 1),
+        f"{prefix}/response_tokens": sum(len(t.response_ids) for t in turns) / max(len(turns), 1),
+    }
+
+
+def validate_policy(run: RunSession) -> dict[str, float]:
+    """Success on the fixed validation set at the validation temperature (and greedy)."""
+    val = run.config.validation
+    seeds = [val.seed + i for i in range(val.episodes)]
+    metrics: dict[str, float] = {}
+    modes = [("val", False)] + ([("val_greedy", True)] if val.greedy else [])
+    for name, greedy in modes:
+        torch.manual_seed(val.seed)
+        batch = make_batch(0, seeds, 1, temperature=val.temperature, greedy=greedy)
+        run.hook.mirage_rollout(run=run, batch=batch)
+        metrics[f"{name}/success"] = batch.success_rate()
+        metrics[f"{name}/return"] = batch.mean_return()
+    return metrics
+
+
+def run_step(run: RunSession, step: int) -> tuple[dict[str, float], Batch]:
+    """One iteration; returns its metrics and the batch."""
+    cfg = run.config
+    run.step = step
+    torch.manual_seed(int(np.random.SeedSequence([cfg.seed, step, 1]).generate_state(1)[0]))
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    batch = make_batch(step, step_seeds(cfg.seed, step, cfg.rollout.prompts), cfg.rollout.group_size,
+                       temperature=cfg.rollout.temperature)
+    run.hook.mirage_rollout(run=run, batch=batch)
+    timings["time/rollout"] = time.perf_counter() - started
+    mark = time.perf_counter()
+    score_batch(run, batch)
+    timings["time/score"] = time.perf_counter() - mark
+    metrics = batch_metrics(batch, "train")
+    if step == 0:
+        return metrics | timings, batch
+    mark = time.perf_counter()
+    selection = run.hook.mirage_filter(run=run, batch=batch)
+    batch.apply(selection)
+    timings["time/filter"] = time.perf_counter() - mark
+    metrics |= selection.metrics
+    mark = time.perf_counter()
+    if batch.kept_groups():
+        metrics |= dict(run.hook.mirage_update(run=run, batch=batch) or {})
+        run.state["empty_streak"] = 0
+    else:
+        run.state["empty_streak"] = run.state.get("empty_streak", 0) + 1
+    metrics["filter/empty_streak"] = float(run.state.get("empty_streak", 0))
+    timings["time/update"] = time.perf_counter() - mark
+    timings["time/step"] = time.perf_counter() - started
+    return metrics | timings, batch
+
+
+def diagnose(run: RunSession, batch: Batch) -> dict[str, float]:
+    mark = time.perf_counter()
+    merged: dict[str, float] = {}
+    for result in run.hook.mirage_diagnose(run=run, batch=batch):
+        merged |= dict(result or {})
+    if merged:
+        merged["time/diagnose"] = time.perf_counter() - mark
+    return merged
+
+
+def group_rows(batch: Batch) -> list[GroupRow]:
+    return [
+        GroupRow(g.prompt_index, g.seed, g.reward_mean, g.reward_variance, g.reward_std, g.kept)
+        for g in batch.groups
+    ]
+
+
+def execute(
+    config: RunConfig | None,
+    db: Path,
+    *,
+    resume: str | None = None,
+    plugins: Plugins | None = None,
+    progress: bool = True,
+    on_step: Callable[[int, dict[str, float]], None] | None = None,
+) -> str:
+    """Validate, then run (or resume) a whole run; return its id."""
+    plugins = plugins or build_plugins()
+    store = RunStore(db)
+    if resume:
+        row = store.get_run(resume)
+        if row is None:
+            raise ConfigError(f"--resume: no run {resume!r} in {db}")
+        config = RunConfig.model_validate(row["config"])
+    assert config is not None
+    env_options = validate_config(config, plugins)
+    torch.set_num_threads(config.threads)
+    run_id = resume or new_run_id()
+    session = open_session(config, plugins, env_options)
+    facts = session.backend.prepare(session.env_cls, cache_dir())
+    root = checkpoint_root(store, run_id)
+    start = 0
+    if resume:
+        start = _restore(session, root)
+        store.truncate_after(run_id, start)
+        store.set_status(run_id, "running")
+        store.record_event(run_id, start, "resumed", f"resumed from checkpoint at step {start}")
+    else:
+        store.create_run(run_id, config.model_dump(mode="json"), plugins.records(), git_commit(),
+                         seed=config.seed)
+        store.record_event(run_id, 0, "backend", json.dumps(facts, default=str))
+    bar = Progress(total=config.steps, initial=start, enabled=progress, run_id=run_id)
+    try:
+        for step in range(start if start == 0 else start + 1, config.steps + 1):
+            metrics, batch = run_step(session, step)
+            metrics |= diagnose(session, batch) if step else _step0_diagnostics(session, batch)
+            if step == 0 or step % config.validation.every == 0 or step == config.steps:
+                metrics |= validate_policy(session)
+            store.record_step(run_id, step, metrics, group_rows(batch))
+            if step and (step % config.checkpoint_every == 0 or step == config.steps):
+                _checkpoint(session, root, step)
+            bar.update(step, metrics)
+            if on_step:
+                on_step(step, metrics)
+            if session.state.get("empty_streak", 0) >= config.filter.max_empty_steps:
+                message = (f"filter {config.filter.name!r} kept no group for "
+                           f"{config.filter.max_empty_steps} steps in a row")
+                store.record_event(run_id, step, "stopped", message)
+                raise EmptyStepsError(message)
+    except KeyboardInterrupt:
+        store.set_status(run_id, "stopped", "interrupted")
+        raise
+    except BaseException as error:
+        store.set_status(run_id, "failed", f"{type(error).__name__}: {error}")
+        raise
+    finally:
+        bar.close()
+    store.set_status(run_id, "finished")
+    return run_id
+
+
+def _step0_diagnostics(run: RunSession, batch: Batch) -> dict[str, float]:
+    run.step = 1  # diagnostics due at step 1 also describe the starting policy
+    try:
+        return diagnose(run, batch)
+    finally:
+        run.step = 0
+
+
+def _checkpoint(run: RunSession, root: Path, step: int) -> None:
+    target = root / f"step-{step:06d}"
+    tmp = root / f".tmp-{step:06d}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    run.backend.save(tmp)
+    (tmp / "session.json").write_text(json.dumps({"step": step, "state": run.state}))
+    tmp.rename(target)  # a checkpoint exists whole or not at all
+    for old in root.glob("step-*"):
+        if old != target:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _restore(run: RunSession, root: Path) -> int:
+    found = sorted(root.glob("step-*"))
+    if not found:
+        return 0
+    latest = found[-1]
+    run.backend.load(latest)
+    saved = json.loads((latest / "session.json").read_text())
+    run.state = saved["state"]
+    return int(saved["step"])

@@ -1,0 +1,74 @@
+"""Named component registries: one per kind, filled through the registration hooks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, Iterator, TypeVar
+
+T = TypeVar("T")
+
+KINDS = ("envs", "backends", "algorithms", "filters", "diagnostics")
+
+
+class UnknownComponentError(KeyError):
+    """An unknown component name; the message lists the valid ones."""
+
+    def __init__(self, kind: str, name: str, valid: list[str]):
+        self.kind, self.name, self.valid = kind, name, valid
+        super().__init__(f"unknown {kind[:-1]} {name!r}; valid: {', '.join(valid) or '(none)'}")
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.args[0]
+
+
+@dataclass
+class Registry(Generic[T]):
+    """Name -> component for one kind; refuses duplicates and unknown names."""
+
+    kind: str
+    _items: dict[str, T] = field(default_factory=dict)
+    _owners: dict[str, str] = field(default_factory=dict)
+
+    def register(self, name: str, component: T, owner: str = "?") -> None:
+        if not name or not isinstance(name, str):
+            raise ValueError(f"{self.kind}: component name must be a non-empty string")
+        if name in self._items:
+            raise ValueError(
+                f"{self.kind}: {name!r} registered twice (by {self._owners[name]} and {owner})"
+            )
+        self._items[name] = component
+        self._owners[name] = owner
+
+    def get(self, name: str) -> T:
+        try:
+            return self._items[name]
+        except KeyError:
+            raise UnknownComponentError(self.kind, name, self.names()) from None
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+    def owner(self, name: str) -> str:
+        return self._owners[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+
+@dataclass
+class Registries:
+    """The five registries of one plugin manager."""
+
+    envs: Registry[Any] = field(default_factory=lambda: Registry("envs"))
+    backends: Registry[Any] = field(default_factory=lambda: Registry("backends"))
+    algorithms: Registry[Any] = field(default_factory=lambda: Registry("algorithms"))
+    filters: Registry[Any] = field(default_factory=lambda: Registry("filters"))
+    diagnostics: Registry[Any] = field(default_factory=lambda: Registry("diagnostics"))
+
+    def of(self, kind: str) -> Registry[Any]:
+        if kind not in KINDS:
+            raise UnknownComponentError("kinds", kind, list(KINDS))
+        return getattr(self, kind)

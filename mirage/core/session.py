@@ -1,0 +1,34 @@
+"""A run's context: its config and the components it selected from the registries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mirage.core.backend import Backend
+from mirage.core.config import RunConfig
+from mirage.core.env import Environment
+from mirage.core.plugins import Plugins
+
+
+@dataclass
+class RunSession:
+    """Everything a stage hook may need. Built by :func:`mirage.core.loop.open_session`."""
+
+    config: RunConfig
+    plugins: Plugins
+    env_cls: type[Environment]
+    env_options: Any
+    backend: Backend
+    algorithm: Any
+    filter: Any
+    diagnostics: dict[str, Any]
+    step: int = 0
+    state: dict[str, Any] = field(default_factory=dict)  # plugin state saved in checkpoints
+
+    @property
+    def hook(self) -> Any:
+        return self.plugins.hook
+
+    def make_env(self) -> Environment:
+        return self.env_cls(self.env_options)

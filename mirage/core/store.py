@@ -1,0 +1,335 @@
+"""The run store: one DuckDB file holding every run, its metrics, prompt groups and events.
+
+DuckDB lets only one process hold a database file at a time (a writer blocks readers in
+other processes and vice versa), so the store never keeps a connection open: each public
+method opens a short-lived connection, does its work in one transaction and closes it.
+Opening retries with a short backoff while another process holds the lock, and gives up
+with ``StoreBusyError`` after ``lock_timeout`` seconds. Timestamps are stored as naive
+UTC ``TIMESTAMP`` values and returned as timezone-aware UTC datetimes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+SCHEMA_VERSION = 1
+STATUSES = frozenset({"running", "finished", "failed", "stopped"})
+TERMINAL_STATUSES = frozenset({"finished", "failed", "stopped"})
+TABLES = ("runs", "metrics", "groups", "events")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, status TEXT NOT NULL, config TEXT NOT NULL,
+    plugins TEXT NOT NULL, git_commit TEXT, experiment TEXT, cell TEXT, seed BIGINT,
+    last_step INTEGER, error TEXT, created_at TIMESTAMP NOT NULL,
+    updated_at TIMESTAMP NOT NULL, finished_at TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS metrics (
+    run_id TEXT NOT NULL, step INTEGER NOT NULL, name TEXT NOT NULL, value DOUBLE NOT NULL
+);
+CREATE TABLE IF NOT EXISTS groups (
+    run_id TEXT NOT NULL, step INTEGER NOT NULL, prompt_index INTEGER NOT NULL,
+    seed BIGINT NOT NULL, reward_mean DOUBLE, reward_variance DOUBLE, reward_std DOUBLE,
+    kept BOOLEAN NOT NULL
+);
+CREATE SEQUENCE IF NOT EXISTS events_seq;
+CREATE TABLE IF NOT EXISTS events (
+    event_id BIGINT DEFAULT nextval('events_seq'), run_id TEXT NOT NULL,
+    step INTEGER NOT NULL, kind TEXT NOT NULL, message TEXT NOT NULL, "at" TIMESTAMP NOT NULL
+);
+"""
+_INSERT_METRICS = "INSERT INTO metrics SELECT ?, ?, unnest(?::TEXT[]), unnest(?::DOUBLE[])"
+_INSERT_GROUPS = (
+    "INSERT INTO groups SELECT ?, ?, unnest(?::INTEGER[]), unnest(?::BIGINT[]),"
+    " unnest(?::DOUBLE[]), unnest(?::DOUBLE[]), unnest(?::DOUBLE[]), unnest(?::BOOLEAN[])"
+)
+_GROUP_FIELDS = {
+    "prompt_index": int, "seed": int, "reward_mean": float,
+    "reward_variance": float, "reward_std": float, "kept": bool,
+}  # fmt: skip
+
+# Within one process DuckDB shares a database instance between connections and refuses
+# a read-only connection next to a read-write one, so operations are serialized here.
+_PROCESS_LOCK = threading.RLock()
+
+
+class StoreBusyError(TimeoutError):
+    """Another process held the database file's lock for longer than ``lock_timeout``."""
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """One prompt group of one training step."""
+
+    prompt_index: int
+    seed: int
+    reward_mean: float
+    reward_variance: float  # unbiased (divides by G - 1)
+    reward_std: float  # unbiased
+    kept: bool
+
+
+def default_db_path() -> Path:
+    """The store path: ``$MIRAGE_DB`` if set, else ``./runs/mirage.duckdb``."""
+    return Path(os.environ.get("MIRAGE_DB") or "runs/mirage.duckdb")
+
+
+def new_run_id() -> str:
+    """Sortable id: UTC timestamp + 6 random hex digits, e.g. ``20261202-111530-a1b2c3``."""
+    return f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    return None if value is None else value.replace(tzinfo=timezone.utc)
+
+
+def _clean_metrics(metrics: Mapping[str, float | None]) -> tuple[list[str], list[float]]:
+    """Names and float values, skipping None and NaN."""
+    names: list[str] = []
+    values: list[float] = []
+    for name, value in metrics.items():
+        try:
+            number = float(value) if value is not None else math.nan
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"metric {name!r} is not a number: {value!r}") from exc
+        if not math.isnan(number):
+            names.append(str(name))
+            values.append(number)
+    return names, values
+
+
+class RunStore:
+    """Runs, metrics (long format), prompt groups and events in one DuckDB file."""
+
+    def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = 10.0) -> None:
+        """Open the store at ``path``, creating parent dirs, file and schema if missing.
+
+        An existing, current file is only checked read-only, so readers never write.
+        """
+        self.path = Path(path)
+        self.lock_timeout = lock_timeout
+        if self.path.exists():
+            with self._tx(read_only=True) as con:
+                if self._version(con) == SCHEMA_VERSION:
+                    return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._tx() as con:
+            con.execute(_SCHEMA)
+            found = self._version(con)
+            if found is None:
+                con.execute("INSERT INTO schema_version VALUES (?)", [SCHEMA_VERSION])
+            elif found > SCHEMA_VERSION:
+                raise RuntimeError(f"{self.path}: schema {found} is newer than {SCHEMA_VERSION}")
+
+    @staticmethod
+    def _version(con: duckdb.DuckDBPyConnection) -> int | None:
+        """The stored schema version; None if the file has no (or an empty) version table."""
+        sql = "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'schema_version'"
+        if not con.execute(sql).fetchone()[0]:
+            return None
+        return con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+
+    def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+        """Open a connection, retrying with backoff while another process holds the lock."""
+        deadline = time.monotonic() + self.lock_timeout
+        delay = 0.01
+        while True:
+            try:
+                return duckdb.connect(str(self.path), read_only=read_only)
+            except duckdb.Error as exc:
+                if "Could not set lock" not in str(exc):
+                    raise
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise StoreBusyError(
+                        f"{self.path} stayed locked for {self.lock_timeout:g}s: {exc}"
+                    ) from exc
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, 0.2)
+
+    @contextmanager
+    def _tx(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A fresh connection inside one transaction; committed on success, then closed."""
+        with _PROCESS_LOCK:
+            con = self._connect(read_only)
+            try:
+                con.begin()
+                try:
+                    yield con
+                except BaseException:
+                    con.rollback()
+                    raise
+                con.commit()
+            finally:
+                con.close()
+
+    @contextmanager
+    def _write(self, run_id: str) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A write transaction on an existing run (KeyError if unknown); bumps updated_at."""
+        with self._tx() as con:
+            if con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone() is None:
+                raise KeyError(f"unknown run_id {run_id!r}")
+            yield con
+            con.execute("UPDATE runs SET updated_at = ? WHERE run_id = ?", [_now(), run_id])
+
+    def _query(self, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        """Rows of a read-only query as dicts."""
+        with self._tx(read_only=True) as con:
+            cur = con.execute(sql, list(params))
+            columns = [d[0] for d in cur.description]
+            return [dict(zip(columns, row)) for row in cur.fetchall()]
+
+    def create_run(
+        self,
+        run_id: str,
+        config: dict[str, Any],
+        plugins: list[dict[str, Any]],
+        git_commit: str | None,
+        *,
+        experiment: str | None = None,
+        cell: str | None = None,
+        seed: int | None = None,
+    ) -> None:
+        """Insert a new run with status ``running``; ValueError if ``run_id`` exists.
+
+        ``config`` and ``plugins`` (``[{"name", "version"}]``) are stored as JSON text;
+        values JSON cannot encode (paths, enums) are stored as their ``str()``.
+        """
+        row = [json.dumps(config, sort_keys=True, default=str), json.dumps(plugins, default=str)]
+        now = _now()
+        with self._tx() as con:
+            if con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
+                raise ValueError(f"run_id {run_id!r} already exists")
+            con.execute(
+                "INSERT INTO runs (run_id, status, config, plugins, git_commit, experiment, cell,"
+                " seed, created_at, updated_at) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+                [run_id, *row, git_commit, experiment, cell, seed, now, now],
+            )
+
+    def record_step(
+        self,
+        run_id: str,
+        step: int,
+        metrics: Mapping[str, float | None],
+        groups: Sequence[GroupRow] = (),
+    ) -> None:
+        """Write one step's metrics and groups in one transaction, replacing rows at ``step``.
+
+        None/NaN metric values are skipped. ``last_step`` becomes max(last_step, step).
+        """
+        names, values = _clean_metrics(metrics)
+        with self._write(run_id) as con:
+            con.execute("DELETE FROM metrics WHERE run_id = ? AND step = ?", [run_id, step])
+            con.execute("DELETE FROM groups WHERE run_id = ? AND step = ?", [run_id, step])
+            if names:
+                con.execute(_INSERT_METRICS, [run_id, step, names, values])
+            if groups:
+                cols = [[cast(getattr(g, f)) for g in groups] for f, cast in _GROUP_FIELDS.items()]
+                con.execute(_INSERT_GROUPS, [run_id, step, *cols])
+            con.execute(
+                "UPDATE runs SET last_step = greatest(coalesce(last_step, ?), ?) WHERE run_id = ?",
+                [step, step, run_id],
+            )
+
+    def record_metrics(self, run_id: str, step: int, metrics: Mapping[str, float | None]) -> None:
+        """Add metrics (e.g. validation) at ``step``, replacing same-named rows there."""
+        names, values = _clean_metrics(metrics)
+        with self._write(run_id) as con:
+            if names:
+                con.execute(
+                    "DELETE FROM metrics WHERE run_id = ? AND step = ? AND list_contains(?, name)",
+                    [run_id, step, names],
+                )
+                con.execute(_INSERT_METRICS, [run_id, step, names, values])
+
+    def record_event(self, run_id: str, step: int, kind: str, message: str) -> None:
+        """Append one event (e.g. ``checkpoint``, ``resume``, ``warning``) at ``step``."""
+        with self._write(run_id) as con:
+            con.execute(
+                'INSERT INTO events (run_id, step, kind, message, "at") VALUES (?, ?, ?, ?, ?)',
+                [run_id, step, kind, message, _now()],
+            )
+
+    def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
+        """Set status and error; terminal states stamp ``finished_at``, ``running`` clears it."""
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {sorted(STATUSES)}, got {status!r}")
+        finished = _now() if status in TERMINAL_STATUSES else None
+        with self._write(run_id) as con:
+            con.execute(
+                "UPDATE runs SET status = ?, error = ?, finished_at = ? WHERE run_id = ?",
+                [status, error, finished, run_id],
+            )
+
+    def truncate_after(self, run_id: str, step: int) -> None:
+        """Delete metrics, groups and events after ``step`` (a resume point); last_step = step."""
+        with self._write(run_id) as con:
+            for table in ("metrics", "groups", "events"):
+                con.execute(f"DELETE FROM {table} WHERE run_id = ? AND step > ?", [run_id, step])
+            con.execute("UPDATE runs SET last_step = ? WHERE run_id = ?", [step, run_id])
+
+    def _runs(self, where: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        runs = self._query(f"SELECT * FROM runs {where} ORDER BY created_at, run_id", params)
+        for run in runs:
+            run["config"], run["plugins"] = json.loads(run["config"]), json.loads(run["plugins"])
+            for key in ("created_at", "updated_at", "finished_at"):
+                run[key] = _utc(run[key])
+        return runs
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        """The run row as a dict (config/plugins parsed, UTC datetimes), or None."""
+        runs = self._runs("WHERE run_id = ?", [run_id])
+        return runs[0] if runs else None
+
+    def list_runs(self) -> list[dict[str, Any]]:
+        """All runs, oldest first, in the same form as ``get_run``."""
+        return self._runs("", [])
+
+    def metrics(self, run_id: str, name: str | None = None) -> list[tuple[int, str, float]]:
+        """``(step, name, value)`` rows of a run (optionally one metric), by step then name."""
+        where, params = ("", [run_id]) if name is None else (" AND name = ?", [run_id, name])
+        rows = self._query(
+            f"SELECT step, name, value FROM metrics WHERE run_id = ?{where} ORDER BY step, name",
+            params,
+        )
+        return [(r["step"], r["name"], r["value"]) for r in rows]
+
+    def groups(self, run_id: str, step: int | None = None) -> list[dict[str, Any]]:
+        """Group rows as dicts (``step`` + GroupRow fields), by step then prompt_index."""
+        where, params = ("", [run_id]) if step is None else (" AND step = ?", [run_id, step])
+        return self._query(
+            f"SELECT step, {', '.join(_GROUP_FIELDS)} FROM groups WHERE run_id = ?{where}"
+            " ORDER BY step, prompt_index",
+            params,
+        )
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        """Events as ``{step, kind, message, at}`` dicts, by step then insertion order."""
+        rows = self._query(
+            'SELECT step, kind, message, "at" FROM events WHERE run_id = ? ORDER BY step, event_id',
+            [run_id],
+        )
+        return [{**r, "at": _utc(r["at"])} for r in rows]
+
+    def snapshot(self) -> dict[str, int]:
+        """Row counts per table, e.g. to check that an operation wrote nothing."""
+        sql = " UNION ALL ".join(f"SELECT '{t}' AS t, count(*) AS n FROM {t}" for t in TABLES)
+        return {r["t"]: r["n"] for r in self._query(sql, [])}

@@ -1,0 +1,62 @@
+"""Checks a run configuration against the registries before any work starts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from mirage.core.config import RunConfig
+from mirage.core.plugins import Plugins
+from mirage.core.registry import UnknownComponentError
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message is one line naming it."""
+
+
+def one_line(error: ValidationError, prefix: str = "") -> str:
+    """The first pydantic error as ``field: message (got value)``."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "config"
+    message = first["msg"].removeprefix("Value error, ")
+    got = first.get("input")
+    shown = "" if isinstance(got, dict) or got is None else f" (got {got!r})"
+    return f"invalid {prefix}{where}: {message}{shown}"
+
+
+def build_config(data: dict[str, Any]) -> RunConfig:
+    """A RunConfig from nested plain data, with one-line errors."""
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(one_line(error)) from None
+
+
+def validate_config(config: RunConfig, plugins: Plugins) -> Any:
+    """Raise ConfigError unless every name resolves and every value fits; return the
+    environment's validated options."""
+    reg = plugins.registries
+    try:
+        env_cls = reg.envs.get(config.env.name)
+        backend_cls = reg.backends.get(config.model.backend)
+        reg.algorithms.get(config.algorithm.name)
+        filter_cls = reg.filters.get(config.filter.name)
+        for name in config.diagnostics.names:
+            reg.diagnostics.get(name)
+    except UnknownComponentError as error:
+        raise ConfigError(str(error)) from None
+    try:
+        options = env_cls.Options(**config.env.options)
+    except ValidationError as error:
+        raise ConfigError(one_line(error, prefix=f"{config.env.name} option ")) from None
+    except TypeError as error:
+        raise ConfigError(f"invalid {config.env.name} options: {error}") from None
+    if getattr(filter_cls, "requires_variance", False) and config.rollout.group_size < 2:
+        raise ConfigError(
+            f"filter {config.filter.name!r} ranks prompts by reward variance, which needs "
+            f"group size >= 2 (got {config.rollout.group_size})"
+        )
+    if problem := backend_cls.config_problem(config):
+        raise ConfigError(problem)
+    return options

@@ -1,0 +1,1 @@
+"""Text environments (grid puzzles) implementing ``mirage.core.env.Environment``."""

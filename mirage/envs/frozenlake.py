@@ -1,0 +1,220 @@
+"""FrozenLake: walk from the start to the goal on a grid of ice without falling into a hole.
+
+Random square maps (``FrozenLakeOptions``): start and goal at Manhattan distance >= 2,
+every other cell a hole with probability ``hole_prob``, regenerated until a safe path
+exists. With probability ``slip`` a move goes in one of the two perpendicular directions
+instead (uniformly); moving into the border leaves the agent in place. Reward 1 on
+reaching the goal (done, success), 0 otherwise; a hole ends the episode without success.
+
+``FrozenLake.from_grid(rows)`` builds a hand-made map for tests (see its docstring).
+"""
+
+from __future__ import annotations
+
+import random
+
+from pydantic import Field
+
+from mirage.core.env import DemoTurn, Demonstrator, EnvOptions, Environment, StepOutcome
+from mirage.envs.phrasing import (
+    ACTIONS,
+    MOVES,
+    PERPENDICULAR,
+    add_noise,
+    bfs_path,
+    check_action,
+    choose_persona,
+    demo_success_rates,
+    phrase,
+    relative,
+    say_actions,
+    turn_length,
+)
+
+Cell = tuple[int, int]
+
+NOISE_RATE = 0.1  # share of demonstrated actions replaced by a uniformly random one
+CAREFUL_SHARE = 0.5  # share of episodes demonstrated by the careful (BFS) persona
+
+_TEMPLATES = [
+    "I am at row {r} col {c} , the goal is {goal_dir} .",
+    "The goal is {goal_dir} , so I will go {acts} .",
+    "Let me move toward the goal .",
+    "I will go {acts} .",
+    "There is a hole {hole_dir} , so I go {acts} .",
+    "The goal is at row {gr} col {gc} ; heading {acts} .",
+    "Avoid the holes and head for the goal .",
+    "Next moves : {acts} .",
+    "From row {r} col {c} I step {acts} .",
+]
+
+
+class FrozenLakeOptions(EnvOptions):
+    """Map size, hole density and slip probability (0 = deterministic moves)."""
+
+    size: int = Field(4, ge=2)
+    hole_prob: float = Field(0.2, ge=0, lt=1)
+    slip: float = Field(0.0, ge=0, le=1)
+
+
+class FrozenLake(Environment):
+    """The FrozenLake grid world; see the module docstring for the rules."""
+
+    name = "frozenlake"
+    version = "1"
+    Options = FrozenLakeOptions
+    action_names = ACTIONS
+    instruction = (
+        "FrozenLake : reach the goal G without falling into a hole O ; the ice may make "
+        "you slip sideways . Symbols : _ frozen ice , O hole , G goal , P you ."
+    )
+
+    options: FrozenLakeOptions
+
+    def __init__(self, options: FrozenLakeOptions | None = None):
+        super().__init__(options)
+        self._load(self.options.size, self.options.size, (0, 0), (0, 0), frozenset(), 0)
+
+    @classmethod
+    def from_grid(cls, rows: list[str], options: FrozenLakeOptions | None = None,
+                  seed: int = 0) -> FrozenLake:
+        """Build an episode from a hand-made map, e.g. ``["P _ O", "_ _ _", "O _ G"]``.
+
+        Symbols: ``P`` start, ``G`` goal, ``O`` hole, ``_`` frozen; spaces are ignored.
+        ``seed`` seeds the slip randomness; ``options.size`` is not used.
+        """
+        env = cls(options)
+        grid = [row.replace(" ", "") for row in rows]
+        cells = {(r, c): ch for r, row in enumerate(grid) for c, ch in enumerate(row)}
+        find = [cell for cell, ch in cells.items() if ch == "P"]
+        goal = [cell for cell, ch in cells.items() if ch == "G"]
+        if len(find) != 1 or len(goal) != 1 or set(cells.values()) - set("PGO_"):
+            raise ValueError("a map needs one P, one G, and only the symbols P G O _")
+        if len({len(row) for row in grid}) != 1:
+            raise ValueError("all map rows must have the same length")
+        holes = frozenset(cell for cell, ch in cells.items() if ch == "O")
+        env._load(len(grid), len(grid[0]), find[0], goal[0], holes, seed)
+        return env
+
+    def _load(self, height: int, width: int, start: Cell, goal: Cell,
+              holes: frozenset[Cell], seed: int) -> None:
+        self.height, self.width = height, width
+        self.player, self.goal, self.holes = start, goal, holes
+        self.done = False
+        self._success = False
+        # A str seed is hashed with SHA-512 by random.Random: stable across processes.
+        self._slip_rng = random.Random(f"frozenlake:{seed}:slip")
+
+    def reset(self, seed: int) -> str:
+        """Generate the map for ``seed`` (a fixed function of the seed and options)."""
+        size, rng = self.options.size, random.Random(f"frozenlake:{seed}:map")
+        cells = [(r, c) for r in range(size) for c in range(size)]
+        while True:
+            start = rng.choice(cells)
+            goal = rng.choice([x for x in cells if _manhattan(x, start) >= 2])
+            holes = frozenset(
+                x for x in cells if x not in (start, goal) and rng.random() < self.options.hole_prob
+            )
+            self._load(size, size, start, goal, holes, seed)
+            if self.solve() is not None:
+                return self.render()
+
+    def seed_transitions(self, seed: int) -> None:
+        """Give this sample its own slip noise; the map stays the one ``reset`` made."""
+        self._slip_rng = random.Random(f"frozenlake:{seed}:slip-sample")
+
+    def step(self, action: str) -> StepOutcome:
+        """Move once (maybe slipping); ValueError on an invalid action or a finished episode."""
+        check_action(action)
+        if self.done:
+            raise ValueError("the episode is over; call reset() before stepping again")
+        if self._slip_rng.random() < self.options.slip:
+            action = self._slip_rng.choice(PERPENDICULAR[action])
+        self.player = self._moved(self.player, action)
+        if self.player in self.holes:
+            self.done = True
+        elif self.player == self.goal:
+            self.done = self._success = True
+        return StepOutcome(reward=1.0 if self._success else 0.0, done=self.done,
+                           success=self._success)
+
+    @property
+    def success(self) -> bool:
+        """Whether the agent has reached the goal."""
+        return self._success
+
+    def render(self) -> str:
+        """The grid (one row per line, cells separated by spaces) and the coordinates."""
+        lines = []
+        for r in range(self.height):
+            row = []
+            for c in range(self.width):
+                cell = (r, c)
+                row.append("P" if cell == self.player else "G" if cell == self.goal
+                           else "O" if cell in self.holes else "_")
+            lines.append(" ".join(row))
+        pr, pc = self.player
+        gr, gc = self.goal
+        lines.append(f"Player at row {pr} col {pc} . Goal at row {gr} col {gc} .")
+        return "\n".join(lines)
+
+    def solve(self) -> list[str] | None:
+        """Shortest hole-free path to the goal, ignoring slip; None if there is none."""
+        if self.player in self.holes:
+            return None
+        def successors(cell: Cell):
+            for action in ACTIONS:
+                nxt = self._moved(cell, action)
+                if nxt not in self.holes:
+                    yield action, nxt
+
+        return bfs_path(self.player, successors, lambda cell: cell == self.goal)
+
+    def greedy_plan(self) -> list[str]:
+        """The careless plan: straight to the goal, vertical moves first, ignoring holes."""
+        dr, dc = self.goal[0] - self.player[0], self.goal[1] - self.player[1]
+        return ["Down" if dr > 0 else "Up"] * abs(dr) + ["Right" if dc > 0 else "Left"] * abs(dc)
+
+    def demonstrator(self, rng: random.Random, persona: str | None = None) -> Demonstrator:
+        """Warm-start policy for this episode: a 'careful' (BFS) or 'careless' (greedy) persona.
+
+        The persona is drawn with ``rng`` (50/50) unless forced; ~10% of actions are random.
+        The returned callable exposes ``.persona``.
+        """
+        return _Demo(self, rng, persona)
+
+    def _moved(self, cell: Cell, action: str) -> Cell:
+        dr, dc = MOVES[action]
+        r, c = cell[0] + dr, cell[1] + dc
+        return (r, c) if 0 <= r < self.height and 0 <= c < self.width else cell
+
+
+class _Demo:
+    """One episode's demonstrator; reads the environment's state at every call."""
+
+    def __init__(self, env: FrozenLake, rng: random.Random, persona: str | None):
+        self.env, self.rng = env, rng
+        self.persona = choose_persona(rng, persona, CAREFUL_SHARE)
+
+    def __call__(self) -> DemoTurn:
+        env, rng = self.env, self.rng
+        plan = env.solve() if self.persona == "careful" else env.greedy_plan()
+        plan = plan or [rng.choice(ACTIONS)]
+        actions = add_noise(rng, plan[: turn_length(rng, len(plan))], NOISE_RATE)
+        (r, c), (gr, gc) = env.player, env.goal
+        facts = dict(r=str(r), c=str(c), gr=str(gr), gc=str(gc),
+                     goal_dir=relative(gr - r, gc - c), acts=say_actions(actions))
+        if self.persona == "careful":  # the careless persona does not look at holes
+            near = [a for a in ACTIONS if env._moved(env.player, a) in env.holes]
+            if near:
+                facts["hole_dir"] = relative(*MOVES[rng.choice(near)])
+        return DemoTurn(phrase(rng, _TEMPLATES, **facts), actions)
+
+
+def _manhattan(a: Cell, b: Cell) -> int:
+    return abs(a[0] - b[0]) + abs(a[1] - b[1])
+
+
+if __name__ == "__main__":
+    for slip in (0.0, 0.2, 0.5):
+        print(f"slip {slip}:", demo_success_rates(FrozenLake, FrozenLakeOptions(slip=slip)))

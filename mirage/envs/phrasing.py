@@ -1,0 +1,137 @@
+"""Helpers shared by the grid environments: moves, BFS, demonstrator personas and noise,
+and varied reasoning text.
+
+Reasoning text is space-tokenised: words, numbers and punctuation are separated by
+single spaces, so a word-level tokenizer reads it without surprises.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable
+from string import Formatter
+from typing import TypeVar
+
+State = TypeVar("State", bound=Hashable)
+PERSONAS = ("careful", "careless")
+
+MOVES: dict[str, tuple[int, int]] = {
+    "Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)
+}
+ACTIONS: tuple[str, ...] = tuple(MOVES)
+PERPENDICULAR: dict[str, tuple[str, str]] = {
+    "Up": ("Left", "Right"),
+    "Down": ("Left", "Right"),
+    "Left": ("Up", "Down"),
+    "Right": ("Up", "Down"),
+}
+
+
+def check_action(action: str) -> tuple[int, int]:
+    """The (row, col) delta of ``action``; ValueError naming the valid actions otherwise."""
+    if action not in MOVES:
+        raise ValueError(f"invalid action {action!r}; valid actions are {', '.join(ACTIONS)}")
+    return MOVES[action]
+
+
+def bfs_path(start: State, successors: Callable[[State], Iterable[tuple[str, State]]],
+             is_goal: Callable[[State], bool]) -> list[str] | None:
+    """Shortest action list from ``start`` to a goal state, or None if none is reachable."""
+    parent: dict[State, tuple[State, str] | None] = {start: None}
+    queue = deque([start])
+    while queue:
+        state = queue.popleft()
+        if is_goal(state):
+            path = []
+            while (link := parent[state]) is not None:
+                state, action = link
+                path.append(action)
+            return path[::-1]
+        for action, nxt in successors(state):
+            if nxt not in parent:
+                parent[nxt] = (state, action)
+                queue.append(nxt)
+    return None
+
+
+def choose_persona(rng: random.Random, forced: str | None, careful_share: float = 0.5) -> str:
+    """Draw the episode's persona ('careful' with ``careful_share``) unless ``forced``.
+
+    The draw is made even when forced, so forcing does not shift the rest of ``rng``.
+    """
+    drawn = PERSONAS[0] if rng.random() < careful_share else PERSONAS[1]
+    if forced not in (None, *PERSONAS):
+        raise ValueError(f"persona must be one of {PERSONAS} or None, not {forced!r}")
+    return forced or drawn
+
+
+def demo_success_rates(env_cls: type, options: object = None, episodes: int = 400,
+                       turns: int = 5) -> dict[str, float]:
+    """Success rate of each demonstrator persona over seeds 0..episodes-1 (a diagnostic).
+
+    Each episode plays ``turns`` demonstrated turns, as the run loop would.
+    """
+    wins: dict[str, list[bool]] = {p: [] for p in PERSONAS}
+    for seed in range(episodes):
+        env = env_cls(options)
+        env.reset(seed)
+        demo = env.demonstrator(random.Random(seed))
+        for _ in range(turns):
+            if env.done:
+                break
+            for action in demo().actions:
+                if not env.done:
+                    env.step(action)
+        wins[demo.persona].append(env.success)
+    return {p: sum(w) / max(len(w), 1) for p, w in wins.items()}
+
+
+def relative(dr: int, dc: int) -> str:
+    """Where a cell lies relative to the viewer: 'below and to the left', 'here', ..."""
+    vertical = "above" if dr < 0 else "below" if dr > 0 else ""
+    horizontal = "to the left" if dc < 0 else "to the right" if dc > 0 else ""
+    if vertical and horizontal:
+        return f"{vertical} and {horizontal}"
+    return vertical or horizontal or "here"
+
+
+def heading(dr: int, dc: int) -> str:
+    """The way to go to cover a displacement: 'down and left', 'up', 'nowhere'."""
+    vertical = "up" if dr < 0 else "down" if dr > 0 else ""
+    horizontal = "left" if dc < 0 else "right" if dc > 0 else ""
+    return " and ".join(w for w in (vertical, horizontal) if w) or "nowhere"
+
+
+def say_actions(actions: list[str]) -> str:
+    """Describe one or two moves: 'down twice', 'up then left', 'right'."""
+    words = [a.lower() for a in actions]
+    if len(words) == 2 and words[0] == words[1]:
+        return f"{words[0]} twice"
+    return " then ".join(words)
+
+
+def add_noise(rng: random.Random, actions: list[str], rate: float) -> list[str]:
+    """Replace each action, with probability ``rate``, by a uniformly random one."""
+    return [rng.choice(ACTIONS) if rng.random() < rate else a for a in actions]
+
+
+def turn_length(rng: random.Random, plan_length: int, single_rate: float = 0.1) -> int:
+    """How many planned actions to take this turn: mostly 2, sometimes 1, never more."""
+    if plan_length >= 2 and rng.random() >= single_rate:
+        return 2
+    return 1
+
+
+def phrase(rng: random.Random, templates: list[str], **facts: str) -> str:
+    """Fill a random template among those whose fields all appear in ``facts``.
+
+    Templates without fields are always eligible, so there is always a choice.
+    """
+    usable = [t for t in templates if _fields(t) <= facts.keys()]
+    text = rng.choice(usable).format(**facts)
+    return " ".join(text.split())
+
+
+def _fields(template: str) -> set[str]:
+    return {name for _, name, _, _ in Formatter().parse(template) if name}

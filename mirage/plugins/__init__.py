@@ -1,0 +1,1 @@
+"""Built-in plugins, loaded through the same manager as third-party ones."""

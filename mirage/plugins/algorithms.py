@@ -1,0 +1,117 @@
+"""Update algorithms assembled from veRL's ``core_algos`` (GRPO here).
+
+Multi-turn credit assignment: every turn of a trajectory is one training row whose
+context is the environment text and whose response tokens are the policy's own; only
+response tokens carry loss (the mask), environment text never does. GRPO's outcome
+advantage is computed once per trajectory from its episode return, normalised within
+its prompt group, and copied to every response token of every turn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from mirage.core.batch import Batch, Trajectory
+from mirage.core.config import RunConfig
+from mirage.core.hookspecs import hookimpl
+
+
+def _core_algos():
+    # veRL imports Ray at package import (~6 s); only pay for it when updating.
+    from verl.trainer.ppo import core_algos
+
+    return core_algos
+
+
+def _actor_config(clip_low: float, clip_high: float, rows: int, tokens: int):
+    from verl.workers.config import ActorConfig
+
+    config = ActorConfig(
+        strategy="fsdp",
+        clip_ratio=clip_low,
+        clip_ratio_low=clip_low,
+        clip_ratio_high=clip_high,
+        ppo_mini_batch_size=1,
+        ppo_micro_batch_size_per_gpu=1,
+        use_dynamic_bsz=False,
+        rollout_n=1,
+    )
+    # Aggregating each micro-batch against the whole mini-batch's size makes the summed
+    # micro-batch losses equal the full-batch loss.
+    config.global_batch_info = {"dp_size": 1, "batch_num_tokens": tokens, "global_batch_size": rows}
+    return config
+
+
+def _pad(rows: list[list[float]], width: int) -> torch.Tensor:
+    return torch.stack([F.pad(torch.tensor(r, dtype=torch.float32), (0, width - len(r))) for r in rows])
+
+
+class GRPO:
+    """Group-normalised outcome advantage + clipped policy loss, seq-mean-token-mean."""
+
+    default_loss_agg_mode = "seq-mean-token-mean"
+
+    def __init__(self, config: RunConfig):
+        self.config = config
+        self.loss_agg_mode = config.algorithm.loss_agg_mode or self.default_loss_agg_mode
+
+    def trajectory_advantages(self, trajectories: list[Trajectory]) -> torch.Tensor:
+        """[N] advantage per trajectory from veRL's GRPO outcome estimator."""
+        returns = torch.tensor([[t.episode_return] for t in trajectories], dtype=torch.float32)
+        index = np.array([t.prompt_index for t in trajectories])
+        advantages, _ = _core_algos().compute_grpo_outcome_advantage(
+            token_level_rewards=returns,
+            response_mask=torch.ones_like(returns),
+            index=index,
+            norm_adv_by_std_in_grpo=self.config.algorithm.norm_adv_by_std,
+        )
+        return advantages[:, 0]
+
+    def update(self, run, batch: Batch) -> dict[str, Any]:
+        algo = self.config.algorithm
+        core_algos = _core_algos()
+        trajectories = [t for g in batch.kept_groups() for t in g.kept_trajectories()]
+        advantages = self.trajectory_advantages(trajectories)
+        rows = [(turn, float(a)) for t, a in zip(trajectories, advantages) for turn in t.turns]
+        rows = [(turn, a) for turn, a in rows if turn.response_ids]
+        tokens = sum(len(turn.response_ids) for turn, _ in rows)
+        actor = _actor_config(algo.clip_ratio, algo.clip_ratio, len(rows), tokens)
+        policy_loss = core_algos.get_policy_loss_fn("vanilla")
+        totals = {"update/pg_loss": 0.0, "update/entropy": 0.0, "update/kl": 0.0, "update/clipfrac": 0.0}
+        for start in range(0, len(rows), algo.micro_batch_size):
+            micro = rows[start : start + algo.micro_batch_size]
+            contexts = [turn.context_ids for turn, _ in micro]
+            responses = [turn.response_ids for turn, _ in micro]
+            out = run.backend.forward(contexts, responses)
+            width = out.mask.size(1)
+            old = _pad([turn.old_logprobs for turn, _ in micro], width) if all(
+                turn.old_logprobs is not None for turn, _ in micro
+            ) else out.logprobs.detach()
+            adv = torch.tensor([a for _, a in micro])[:, None] * out.mask
+            pg_loss, info = policy_loss(old, out.logprobs, adv, out.mask, self.loss_agg_mode, actor)
+            entropy = core_algos.agg_loss(out.entropy, out.mask, self.loss_agg_mode, **actor.global_batch_info)
+            loss = pg_loss - algo.entropy_coef * entropy
+            if algo.kl_coef > 0:
+                ref = run.backend.reference_logprobs(contexts, responses)
+                kl = core_algos.kl_penalty(out.logprobs, ref, algo.kl_penalty)
+                kl_loss = core_algos.agg_loss(kl, out.mask, self.loss_agg_mode, **actor.global_batch_info)
+                loss = loss + algo.kl_coef * kl_loss
+                totals["update/kl"] += float(kl_loss)
+            loss.backward()
+            share = len(micro) / len(rows)
+            totals["update/pg_loss"] += float(pg_loss)
+            totals["update/entropy"] += float(entropy)
+            totals["update/clipfrac"] += info["actor/pg_clipfrac"] * share
+        totals["update/grad_norm"] = run.backend.optimizer_step(algo.max_grad_norm)
+        totals["update/rows"] = float(len(rows))
+        totals["update/advantage_abs_mean"] = float(advantages.abs().mean()) if len(advantages) else 0.0
+        return totals
+
+
+@hookimpl
+def mirage_register_algorithms(register):
+    register("grpo", GRPO)

@@ -1,0 +1,171 @@
+"""LocalBackend: batched generation, teacher-forced scoring and training with torch."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from mirage.core.backend import Backend, PolicyOutput
+from mirage.core.config import RunConfig
+from mirage.plugins.backend_local import model as model_lib
+from mirage.plugins.backend_local.warmstart import warm_start
+
+SCORE_CHUNK = 128  # MEASURED.md: chunks of 128 score faster than one big batch on CPU
+
+
+class LocalBackend(Backend):
+    """A transformers causal LM on this machine's CPU (or GPU when one is visible)."""
+
+    def __init__(self, config: RunConfig):
+        super().__init__(config)
+        torch.set_num_threads(config.threads)
+        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.model = None
+        self.tokenizer = None
+        self.optimizer = None
+        self._reference = None
+
+    # ------------------------------------------------------------------ setup
+    @classmethod
+    def config_problem(cls, config: RunConfig) -> str | None:
+        return model_lib.model_source_error(config.model.path) if config.model.path else None
+
+    def prepare(self, env_cls, cache_dir: Path) -> dict[str, Any]:
+        cfg = self.config.model
+        if cfg.path:
+            self.model, self.tokenizer = model_lib.load_pretrained(cfg.path)
+            facts: dict[str, Any] = {"model_source": cfg.path}
+        else:
+            self.model, self.tokenizer, facts = warm_start(self.config, env_cls, cache_dir)
+        self.model.to(self.device)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=self.config.algorithm.lr, weight_decay=0.0
+        )
+        facts["parameters"] = model_lib.parameter_count(self.model)
+        return facts
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    # ------------------------------------------------------------------ generation
+    @torch.no_grad()
+    def generate(self, contexts, *, temperature, greedy, max_new_tokens):
+        self.model.eval()
+        pad, eos = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
+        width = max(len(c) for c in contexts)
+        ids = torch.full((len(contexts), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, context in enumerate(contexts):  # left padding for decoder-only generation
+            ids[row, width - len(context) :] = torch.tensor(context)
+            mask[row, width - len(context) :] = 1
+        sampling = {} if greedy else {"temperature": temperature, "top_k": 0, "top_p": 1.0}
+        out = self.model.generate(
+            input_ids=ids.to(self.device),
+            attention_mask=mask.to(self.device),
+            do_sample=not greedy,
+            max_new_tokens=max_new_tokens,
+            pad_token_id=pad,
+            eos_token_id=eos,
+            **sampling,
+        )[:, width:].tolist()
+        responses = []
+        for row in out:
+            if eos in row:  # keep the end token: the policy must learn to stop
+                row = row[: row.index(eos) + 1]
+            responses.append([t for t in row if t != pad or pad == eos])
+        return responses
+
+    # ------------------------------------------------------------------ scoring
+    def _per_token(self, model, contexts, responses) -> PolicyOutput:
+        """Teacher-forced log-probs and entropies of ``responses`` after ``contexts``."""
+        pad = self.tokenizer.pad_token_id
+        lengths = [len(c) + len(r) for c, r in zip(contexts, responses)]
+        width, resp_width = max(lengths), max(len(r) for r in responses)
+        ids = torch.full((len(contexts), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, (c, r) in enumerate(zip(contexts, responses)):
+            ids[row, : len(c) + len(r)] = torch.tensor(c + r)
+            mask[row, : len(c) + len(r)] = 1
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        logits = model(input_ids=ids, attention_mask=mask).logits.float()
+        # Positions whose next-token prediction is a response token.
+        starts = torch.tensor([len(c) - 1 for c in contexts], device=self.device)
+        offsets = torch.arange(resp_width, device=self.device)
+        positions = (starts[:, None] + offsets[None, :]).clamp(max=width - 2)
+        resp_mask = (offsets[None, :] < torch.tensor([len(r) for r in responses], device=self.device)[:, None])
+        picked = logits.gather(1, positions[:, :, None].expand(-1, -1, logits.size(-1)))
+        log_probs = F.log_softmax(picked, dim=-1)
+        targets = ids.gather(1, (positions + 1).clamp(max=width - 1))
+        token_logprobs = log_probs.gather(-1, targets[:, :, None]).squeeze(-1)
+        entropy = -(log_probs.exp() * log_probs).sum(-1)
+        m = resp_mask.float()
+        return PolicyOutput(token_logprobs * m, entropy * m, m)
+
+    @torch.no_grad()
+    def score(self, contexts, responses) -> PolicyOutput:
+        self.model.eval()
+        parts = [
+            self._per_token(self.model, contexts[i : i + SCORE_CHUNK], responses[i : i + SCORE_CHUNK])
+            for i in range(0, len(contexts), SCORE_CHUNK)
+        ]
+        return _concat(parts)
+
+    def forward(self, contexts, responses) -> PolicyOutput:
+        self.model.train()
+        return self._per_token(self.model, contexts, responses)
+
+    @torch.no_grad()
+    def reference_logprobs(self, contexts, responses) -> torch.Tensor:
+        if self._reference is None:
+            raise RuntimeError("no reference policy: call freeze_reference() first")
+        return self._per_token(self._reference, contexts, responses).logprobs
+
+    def freeze_reference(self) -> None:
+        """Keep a frozen copy of the current policy for KL penalties."""
+        self._reference = copy.deepcopy(self.model).eval()
+        for p in self._reference.parameters():
+            p.requires_grad_(False)
+
+    def optimizer_step(self, max_grad_norm: float) -> float:
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_grad_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(norm)
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(directory / "policy")
+        self.tokenizer.save_pretrained(directory / "policy")
+        torch.save(self.optimizer.state_dict(), directory / "optimizer.pt")
+        if self._reference is not None:
+            self._reference.save_pretrained(directory / "reference")
+        (directory / "backend.json").write_text(json.dumps({"reference": self._reference is not None}))
+
+    def load(self, directory: Path) -> None:
+        self.model, self.tokenizer = model_lib.load_pretrained(str(directory / "policy"))
+        self.model.to(self.device)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=self.config.algorithm.lr, weight_decay=0.0
+        )
+        self.optimizer.load_state_dict(torch.load(directory / "optimizer.pt"))
+        if json.loads((directory / "backend.json").read_text())["reference"]:
+            self._reference, _ = model_lib.load_pretrained(str(directory / "reference"))
+            self._reference.to(self.device).eval()
+
+
+def _concat(parts: list[PolicyOutput]) -> PolicyOutput:
+    width = max(p.mask.size(1) for p in parts)
+
+    def cat(name: str) -> torch.Tensor:
+        return torch.cat([F.pad(getattr(p, name), (0, width - p.mask.size(1))) for p in parts])
+
+    return PolicyOutput(cat("logprobs"), cat("entropy"), cat("mask"))

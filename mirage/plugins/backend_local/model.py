@@ -1,0 +1,54 @@
+"""Building the tiny default policy from a transformers config, or loading any causal LM."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+from mirage.core.config import ModelConfig
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+def model_source_error(path: str) -> str | None:
+    """Why ``path`` can be neither a local checkpoint directory nor a hub id, or None."""
+    local = Path(path).expanduser()
+    if local.exists():
+        return None if local.is_dir() else f"--model {path!r} is a file, not a checkpoint directory"
+    if path.startswith((".", "/", "~")) or not _HUB_ID.match(path):
+        return f"--model path {path!r} does not exist"
+    return None
+
+
+def build_tiny_model(config: ModelConfig, vocab_size: int, pad_id: int, eos_id: int, bos_id: int):
+    """A small Qwen2-architecture causal LM with tied embeddings."""
+    qwen = Qwen2Config(
+        vocab_size=vocab_size,
+        hidden_size=config.hidden,
+        intermediate_size=config.hidden * 3,
+        num_hidden_layers=config.layers,
+        num_attention_heads=config.heads,
+        num_key_value_heads=config.heads,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        pad_token_id=pad_id,
+        eos_token_id=eos_id,
+        bos_token_id=bos_id,
+    )
+    return Qwen2ForCausalLM(qwen)
+
+
+def load_pretrained(path: str):
+    """Model and tokenizer from a checkpoint directory or hub id."""
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def parameter_count(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

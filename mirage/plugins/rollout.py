@@ -1,0 +1,50 @@
+"""Multi-turn rollout: every episode of the batch advances one turn per batched generate."""
+
+from __future__ import annotations
+
+from mirage.core.batch import Batch, Turn
+from mirage.core.episode import apply_response, build_context, start_episode
+from mirage.core.hookspecs import hookimpl
+from mirage.core.session import RunSession
+
+
+@hookimpl
+def mirage_rollout(run: RunSession, batch: Batch) -> Batch:
+    """Default rollout through ``run.backend.generate``; works with any backend."""
+    env_config = run.config.env
+    episodes = []
+    for group in batch.groups:
+        for trajectory in group.trajectories:
+            env = run.make_env()
+            state = start_episode(env, group.seed, env_config)
+            env.seed_transitions(trajectory.seed)
+            episodes.append((trajectory, state))
+
+    max_new_tokens = run.config.rollout.max_new_tokens
+    while active := [(t, s) for t, s in episodes if not s.done]:
+        contexts = [build_context(state, env_config) for _, state in active]
+        context_ids = [run.backend.encode(c) for c in contexts]
+        response_ids = run.backend.generate(
+            context_ids, temperature=batch.temperature, greedy=batch.greedy, max_new_tokens=max_new_tokens
+        )
+        for (trajectory, state), context, ids, resp in zip(active, contexts, context_ids, response_ids):
+            response = run.backend.decode(resp)
+            result = apply_response(state, response, env_config)
+            trajectory.turns.append(
+                Turn(
+                    context=context,
+                    response=response,
+                    reasoning=result.reasoning,
+                    answer=result.answer,
+                    actions=result.actions,
+                    format_ok=result.format_ok,
+                    reward=result.reward,
+                    context_ids=ids,
+                    response_ids=resp,
+                )
+            )
+            if state.done:
+                trajectory.done = True
+                trajectory.success = state.env.success
+    return batch
+

@@ -1,0 +1,35 @@
+"""Default stage implementations: delegate to the components the run selected."""
+
+from __future__ import annotations
+
+from mirage.core.batch import Batch, Selection
+from mirage.core.hookspecs import hookimpl
+from mirage.core.session import RunSession
+
+
+@hookimpl
+def mirage_score(run: RunSession, contexts: list[list[int]], responses: list[list[int]]):
+    out = run.backend.score(contexts, responses)
+    lengths = out.mask.sum(-1).long().tolist()
+    return [row[:n] for row, n in zip(out.logprobs.tolist(), lengths)]
+
+
+@hookimpl
+def mirage_filter(run: RunSession, batch: Batch) -> Selection:
+    return run.filter.select(batch)
+
+
+@hookimpl
+def mirage_update(run: RunSession, batch: Batch):
+    return run.algorithm.update(run, batch)
+
+
+@hookimpl
+def mirage_diagnose(run: RunSession, batch: Batch):
+    every = run.config.diagnostics.every
+    if run.step != 1 and run.step % every:
+        return None
+    metrics: dict[str, float] = {}
+    for diagnostic in run.diagnostics.values():
+        metrics.update(diagnostic.measure(run, batch))
+    return metrics

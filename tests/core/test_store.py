@@ -1,0 +1,282 @@
+"""Tests for the DuckDB run store (mirage/core/store.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import timezone
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from mirage.core.store import (
+    SCHEMA_VERSION,
+    GroupRow,
+    RunStore,
+    StoreBusyError,
+    default_db_path,
+    new_run_id,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGINS = [{"name": "countdown", "version": "1.0"}]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> RunStore:
+    return RunStore(tmp_path / "nested" / "dir" / "runs.duckdb")
+
+
+def _groups(n: int, offset: float = 0.0) -> list[GroupRow]:
+    return [GroupRow(i, 100 + i, 0.5 + offset, 0.25, 0.5, i % 2 == 0) for i in range(n)]
+
+
+def _spawn(code: str, *args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def _hold_lock(path: Path, seconds: float, read_only: bool) -> subprocess.Popen[str]:
+    """Another process that holds a DuckDB connection on ``path``; returns once it holds it."""
+    code = """
+        import sys, time, duckdb
+        con = duckdb.connect(sys.argv[1], read_only=sys.argv[3] == "1")
+        print("held", flush=True)
+        time.sleep(float(sys.argv[2]))
+        con.close()
+    """
+    proc = _spawn(code, str(path), str(seconds), "1" if read_only else "0")
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "held", proc.stderr.read() if proc.stderr else ""
+    return proc
+
+
+def test_schema_created_and_idempotent(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "runs.duckdb"
+    store = RunStore(path)
+    assert path.exists() and store.path == path
+    store.create_run("r1", {"lr": 1e-6}, PLUGINS, "abc123")
+    again = RunStore(str(path))  # str path too; existing data untouched
+    assert again.get_run("r1") is not None
+    assert again.snapshot() == {"runs": 1, "metrics": 0, "groups": 0, "events": 0}
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "runs.duckdb"
+    RunStore(path)
+    with duckdb.connect(str(path)) as con:
+        con.execute("UPDATE schema_version SET version = ?", [SCHEMA_VERSION + 1])
+    with pytest.raises(RuntimeError, match="newer"):
+        RunStore(path)
+
+
+def test_run_round_trips(store: RunStore) -> None:
+    config = {"model": {"name": "tiny"}, "lr": 1e-6, "path": Path("/x/y"), "tags": ["a"]}
+    store.create_run("r1", config, PLUGINS, "deadbeef", experiment="exp", cell="c1", seed=7)
+    run = store.get_run("r1")
+    assert run is not None
+    assert run["run_id"] == "r1" and run["status"] == "running"
+    assert run["config"] == {"model": {"name": "tiny"}, "lr": 1e-6, "path": "/x/y", "tags": ["a"]}
+    assert run["plugins"] == PLUGINS
+    assert (run["git_commit"], run["experiment"], run["cell"], run["seed"]) == (
+        "deadbeef", "exp", "c1", 7,
+    )  # fmt: skip
+    assert run["last_step"] is None and run["error"] is None and run["finished_at"] is None
+    assert run["created_at"].tzinfo == timezone.utc
+    assert run["updated_at"] >= run["created_at"]
+    assert store.get_run("missing") is None
+
+    store.create_run("r2", {}, [], None)
+    bare = store.get_run("r2")
+    assert bare is not None and bare["git_commit"] is None and bare["seed"] is None
+    with pytest.raises(ValueError, match="r1"):
+        store.create_run("r1", {}, [], None)
+
+
+def test_unknown_run_raises_key_error_and_writes_nothing(store: RunStore) -> None:
+    before = store.snapshot()
+    calls = [
+        lambda: store.record_step("ghost", 1, {"loss": 1.0}, _groups(2)),
+        lambda: store.record_metrics("ghost", 1, {"val": 1.0}),
+        lambda: store.record_event("ghost", 1, "note", "hi"),
+        lambda: store.set_status("ghost", "failed", "boom"),
+        lambda: store.truncate_after("ghost", 0),
+    ]
+    for call in calls:
+        with pytest.raises(KeyError, match="ghost"):
+            call()
+    assert store.snapshot() == before
+
+
+def test_record_step_and_replace_on_rerecord(store: RunStore) -> None:
+    store.create_run("r", {}, PLUGINS, None)
+    store.record_step("r", 1, {"loss": 2.0, "reward": 0.1}, _groups(3))
+    store.record_step("r", 2, {"loss": 1.5, "reward": 0.2}, _groups(3))
+    assert store.get_run("r")["last_step"] == 2  # type: ignore[index]
+
+    # Re-record step 1 (a resumed run redoing it): replaced, never duplicated.
+    store.record_step("r", 1, {"loss": 1.9}, _groups(2, offset=0.25))
+    assert store.metrics("r") == [
+        (1, "loss", 1.9), (2, "loss", 1.5), (2, "reward", 0.2),
+    ]  # fmt: skip
+    assert store.metrics("r", "reward") == [(2, "reward", 0.2)]
+    step1 = store.groups("r", step=1)
+    assert [g["prompt_index"] for g in step1] == [0, 1]
+    assert step1[0] == {
+        "step": 1, "prompt_index": 0, "seed": 100, "reward_mean": 0.75,
+        "reward_variance": 0.25, "reward_std": 0.5, "kept": True,
+    }  # fmt: skip
+    assert step1[1]["kept"] is False
+    assert len(store.groups("r")) == 5
+    assert store.get_run("r")["last_step"] == 2  # type: ignore[index]  # never moves back
+    assert store.snapshot() == {"runs": 1, "metrics": 3, "groups": 5, "events": 0}
+
+
+def test_record_metrics_adds_to_step_and_replaces_same_name(store: RunStore) -> None:
+    store.create_run("r", {}, [], None)
+    store.record_step("r", 5, {"loss": 1.0})
+    store.record_metrics("r", 5, {"val/acc": 0.4})
+    store.record_metrics("r", 5, {"val/acc": 0.6, "val/len": 12})
+    assert store.metrics("r") == [(5, "loss", 1.0), (5, "val/acc", 0.6), (5, "val/len", 12.0)]
+    with pytest.raises(TypeError, match="val/bad"):
+        store.record_metrics("r", 5, {"val/bad": "x"})  # type: ignore[dict-item]
+    assert len(store.metrics("r")) == 3
+
+
+def test_nan_and_none_are_skipped(store: RunStore) -> None:
+    store.create_run("r", {}, [], None)
+    store.record_step("r", 1, {"a": math.nan, "b": None, "c": 3.0, "d": math.inf})
+    store.record_metrics("r", 1, {"e": float("nan")})
+    assert store.metrics("r") == [(1, "c", 3.0), (1, "d", math.inf)]
+
+
+def test_truncate_after(store: RunStore) -> None:
+    store.create_run("r", {}, [], None)
+    for step in range(1, 6):
+        store.record_step("r", step, {"loss": float(step)}, _groups(2))
+        store.record_event("r", step, "checkpoint", f"ckpt {step}")
+    store.create_run("other", {}, [], None)
+    store.record_step("other", 9, {"loss": 9.0}, _groups(1))
+
+    store.truncate_after("r", 3)
+    assert [s for s, _, _ in store.metrics("r")] == [1, 2, 3]
+    assert sorted({g["step"] for g in store.groups("r")}) == [1, 2, 3]
+    assert [e["step"] for e in store.events("r")] == [1, 2, 3]
+    assert store.get_run("r")["last_step"] == 3  # type: ignore[index]
+    assert store.metrics("other") == [(9, "loss", 9.0)]  # other runs untouched
+
+    store.record_step("r", 4, {"loss": 4.5})  # the resumed run continues cleanly
+    assert store.metrics("r", "loss")[-1] == (4, "loss", 4.5)
+    assert store.get_run("r")["last_step"] == 4  # type: ignore[index]
+
+
+def test_events(store: RunStore) -> None:
+    store.create_run("r", {}, [], None)
+    store.record_event("r", 2, "warning", "second step")
+    store.record_event("r", 0, "start", "hello")
+    store.record_event("r", 2, "checkpoint", "saved")
+    events = store.events("r")
+    assert [(e["step"], e["kind"], e["message"]) for e in events] == [
+        (0, "start", "hello"), (2, "warning", "second step"), (2, "checkpoint", "saved"),
+    ]  # fmt: skip
+    assert all(e["at"].tzinfo == timezone.utc for e in events)
+    assert store.events("nobody") == []
+
+
+def test_set_status(store: RunStore) -> None:
+    store.create_run("r", {}, [], None)
+    store.set_status("r", "failed", "CUDA OOM")
+    run = store.get_run("r")
+    assert run is not None and run["status"] == "failed" and run["error"] == "CUDA OOM"
+    assert run["finished_at"] is not None
+    store.set_status("r", "running")  # resumed
+    run = store.get_run("r")
+    assert run is not None and run["finished_at"] is None and run["error"] is None
+    store.set_status("r", "finished")
+    assert store.get_run("r")["finished_at"] is not None  # type: ignore[index]
+    with pytest.raises(ValueError, match="done"):
+        store.set_status("r", "done")
+
+
+def test_list_runs_and_snapshot(store: RunStore) -> None:
+    assert store.list_runs() == []
+    assert store.snapshot() == {"runs": 0, "metrics": 0, "groups": 0, "events": 0}
+    ids = [new_run_id() for _ in range(3)]
+    for i, run_id in enumerate(ids):
+        store.create_run(run_id, {"i": i}, PLUGINS, None, seed=i)
+    runs = store.list_runs()
+    assert [r["run_id"] for r in runs] == ids  # oldest first
+    assert [r["config"] for r in runs] == [{"i": 0}, {"i": 1}, {"i": 2}]
+    store.record_step(ids[0], 1, {"x": 1.0, "y": 2.0}, _groups(4))
+    store.record_event(ids[1], 0, "start", "")
+    assert store.snapshot() == {"runs": 3, "metrics": 2, "groups": 4, "events": 1}
+
+
+def test_new_run_id_and_default_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{6}", new_run_id())
+    assert len({new_run_id() for _ in range(50)}) == 50
+    monkeypatch.delenv("MIRAGE_DB", raising=False)
+    assert default_db_path() == Path("runs/mirage.duckdb")
+    monkeypatch.setenv("MIRAGE_DB", str(tmp_path / "x.duckdb"))
+    assert default_db_path() == tmp_path / "x.duckdb"
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["writer", "reader"])
+def test_write_waits_for_lock_held_by_other_process(tmp_path: Path, read_only: bool) -> None:
+    path = tmp_path / "runs.duckdb"
+    store = RunStore(path)
+    impatient = RunStore(path, lock_timeout=0.2)
+    store.create_run("r", {}, [], None)
+
+    holder = _hold_lock(path, 0.8, read_only)
+    try:
+        with pytest.raises(StoreBusyError, match="locked"):
+            impatient.record_step("r", 0, {"loss": 0.0})
+        start = time.monotonic()
+        store.record_step("r", 1, {"loss": 1.0}, _groups(2))  # waits, then succeeds
+        waited = time.monotonic() - start
+    finally:
+        assert holder.wait(timeout=10) == 0
+    assert waited > 0.3
+    assert store.metrics("r") == [(1, "loss", 1.0)]
+
+
+def test_reader_in_other_process_between_writes(tmp_path: Path) -> None:
+    path = tmp_path / "runs.duckdb"
+    store = RunStore(path)
+    store.create_run("r", {"k": "v"}, PLUGINS, None)
+    store.record_step("r", 1, {"loss": 1.0}, _groups(2))
+    reader = """
+        import json, sys
+        from mirage.core.store import RunStore
+        s = RunStore(sys.argv[1])
+        run = s.get_run("r")
+        print(json.dumps({"status": run["status"], "config": run["config"],
+                          "metrics": s.metrics("r"), "snapshot": s.snapshot()}))
+    """
+    proc = _spawn(reader, str(path))
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    seen = json.loads(out)
+    assert seen["status"] == "running" and seen["config"] == {"k": "v"}
+    assert seen["metrics"] == [[1, "loss", 1.0]]
+    assert seen["snapshot"] == {"runs": 1, "metrics": 1, "groups": 2, "events": 0}
+
+    store.record_step("r", 2, {"loss": 0.5})  # the writer carries on after the reader
+    assert store.snapshot()["metrics"] == 2
+    assert os.path.getsize(path) > 0
