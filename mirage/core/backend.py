@@ -72,6 +72,13 @@ class Backend(ABC):
         """Log-probs under the frozen initial policy (for a KL penalty), ``[B, L]``."""
 
     @abstractmethod
+    def freeze_reference(self) -> None:
+        """Keep a frozen copy of the current policy for :meth:`reference_logprobs`."""
+
+    @abstractmethod
+    def has_reference(self) -> bool: ...
+
+    @abstractmethod
     def optimizer_step(self, max_grad_norm: float) -> float:
         """Clip, step and zero the optimizer; return the pre-clip gradient norm."""
 

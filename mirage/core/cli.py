@@ -10,6 +10,7 @@ from typing import Any, Optional
 import typer
 
 from mirage.core.config import RunConfig
+from mirage.core.experiments import load_registry
 from mirage.core.store import default_db_path
 from mirage.core.validate import ConfigError, build_config
 
@@ -34,6 +35,27 @@ def _parse_options(pairs: list[str]) -> dict[str, Any]:
         except json.JSONDecodeError:
             options[key] = raw
     return options
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    import yaml
+
+    if not path.is_file():
+        raise ConfigError(f"--config file {str(path)!r} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"--config {path}: not valid YAML ({str(error).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config {path}: expected a mapping of config sections")
+    return data
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def _set(data: dict, path: str, value: Any) -> None:
@@ -65,18 +87,24 @@ def run(
     val_episodes: Optional[int] = typer.Option(None, help=f"validation episodes [default: {_D.validation.episodes}]"),
     env_opt: list[str] = typer.Option([], "--env-opt", help="environment option KEY=VALUE (repeatable), e.g. slip=0.1"),
     config_file: Optional[Path] = typer.Option(None, "--config", help="JSON/YAML file with a (partial) RunConfig"),
+    experiment: Optional[str] = typer.Option(None, help="start from this registry.yaml experiment's base config"),
+    registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]"),
     quiet: bool = typer.Option(False, help="no progress bar"),
 ) -> None:
     """Run rollout -> score -> filter -> update -> diagnose for --steps iterations."""
     from mirage.core.loop import execute
 
     data: dict[str, Any] = {}
-    if config_file is not None:
-        if not config_file.is_file():
-            _fail(f"--config file {str(config_file)!r} does not exist")
-        import yaml
-
-        data = yaml.safe_load(config_file.read_text()) or {}
+    try:
+        if experiment is not None:
+            experiments = load_registry(registry)
+            if experiment not in experiments:
+                _fail(f"unknown experiment {experiment!r}; valid: {', '.join(sorted(experiments))}")
+            data = experiments[experiment].base
+        if config_file is not None:
+            data = _merge(data, _read_config_file(config_file))
+    except ConfigError as error:
+        _fail(str(error))
     for path, value in [
         ("env.name", env), ("filter.name", filter), ("filter.rho", rho), ("algorithm.name", algo),
         ("steps", steps), ("seed", seed), ("model.path", model), ("rollout.prompts", prompts),
@@ -94,6 +122,17 @@ def run(
     except ConfigError as error:
         _fail(str(error))
     typer.echo(f"run {run_id} finished; results in {target}")
+
+
+@app.command()
+def experiments(registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]")) -> None:
+    """Validate registry.yaml and list its experiments with their cell counts."""
+    try:
+        found = load_registry(registry)
+    except ConfigError as error:
+        _fail(str(error))
+    for name, experiment in found.items():
+        typer.echo(f"{name}: {len(experiment.cells())} cells - {experiment.description}")
 
 
 @app.command()

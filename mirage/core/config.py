@@ -29,6 +29,12 @@ class EnvConfig(_Section):
     history_turns: int = Field(
         0, ge=-1, description="previous turns shown in the prompt (-1: all, as RAGEN does)"
     )
+    show_instruction: bool | None = Field(
+        None,
+        description="begin each prompt with the environment's instruction and the answer "
+        "format, as RAGEN does; None: only for a pretrained --model (the tiny default policy "
+        "learns the format from demonstrations, and constant text only costs compute)",
+    )
 
 
 class RolloutConfig(_Section):
@@ -67,6 +73,10 @@ class AlgorithmConfig(_Section):
     kl_penalty: str = "low_var_kl"
     clip_ratio: float = Field(0.2, gt=0)
     max_grad_norm: float = Field(1.0, gt=0)
+    mini_batch_size: int = Field(
+        32, ge=1, description="trajectories per optimizer step (the reference's ppo_mini_batch_size)"
+    )
+    epochs: int = Field(1, ge=1, description="passes over the kept trajectories per iteration")
     micro_batch_size: int = Field(128, ge=1, description="turn rows per forward/backward")
     loss_agg_mode: str | None = Field(None, description="None: the algorithm's own default")
     norm_adv_by_std: bool = True
@@ -79,10 +89,10 @@ class ModelConfig(_Section):
     backend: str = "local"
     path: str | None = Field(None, description="checkpoint directory or hub id")
     hidden: int = Field(128, ge=8)
-    layers: int = Field(2, ge=1)
+    layers: int = Field(4, ge=1)
     heads: int = Field(4, ge=1)
     warmstart_episodes: int = Field(3000, ge=0)
-    warmstart_steps: int = Field(600, ge=0)
+    warmstart_steps: int = Field(400, ge=0)
     warmstart_batch: int = Field(64, ge=1)
     warmstart_lr: float = Field(2e-3, gt=0)
     dtype: Literal["float32", "bfloat16"] = "float32"
@@ -119,6 +129,12 @@ class RunConfig(_Section):
     seed: int = 0
     checkpoint_every: int = Field(5, ge=1)
     threads: int = Field(2, ge=1, description="torch CPU threads")
+
+    @model_validator(mode="after")
+    def _resolve_prompt(self) -> "RunConfig":
+        if self.env.show_instruction is None:
+            self.env.show_instruction = self.model.path is not None
+        return self
 
     def run_hash(self) -> str:
         text = json.dumps(self.model_dump(mode="json"), sort_keys=True)

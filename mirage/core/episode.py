@@ -48,11 +48,12 @@ def start_episode(env: Environment, seed: int, config: EnvConfig) -> EpisodeStat
 
 def build_context(state: EpisodeState, config: EnvConfig) -> str:
     """The prompt X for the next turn, ending with ``<think>``."""
-    env = state.env
-    lines = [
-        f"{env.instruction} Answer as {ANSWER_FORMAT} with at most "
-        f"{config.max_actions_per_turn} actions ."
-    ]
+    lines = []
+    if config.show_instruction is not False:
+        lines.append(
+            f"{state.env.instruction} Answer as {ANSWER_FORMAT} with at most "
+            f"{config.max_actions_per_turn} actions ."
+        )
     if config.history_turns < 0:
         shown = state.history
     else:

@@ -58,7 +58,7 @@ def mirage_register_backends(register: Register) -> None:
 def mirage_register_algorithms(register: Register) -> None:
     """Register update algorithms: ``register("grpo", GRPO)``.
 
-    ``cls(config: RunConfig)`` must satisfy :class:`mirage.core.algorithm.Algorithm`.
+    ``cls(config: RunConfig)`` must satisfy :class:`mirage.core.components.Algorithm`.
     Called once per plugin manager.
     """
 
@@ -67,7 +67,7 @@ def mirage_register_algorithms(register: Register) -> None:
 def mirage_register_filters(register: Register) -> None:
     """Register rollout filters: ``register("top_p", TopPFilter)``.
 
-    ``cls(config: FilterConfig)`` must satisfy :class:`mirage.core.filtering.Filter`.
+    ``cls(config: FilterConfig)`` must satisfy :class:`mirage.core.components.Filter`.
     Called once per plugin manager.
     """
 
@@ -76,7 +76,7 @@ def mirage_register_filters(register: Register) -> None:
 def mirage_register_diagnostics(register: Register) -> None:
     """Register diagnostics: ``register("mi", MutualInformation)``.
 
-    ``cls(config: RunConfig)`` must satisfy :class:`mirage.core.diagnostic.Diagnostic`.
+    ``cls(config: RunConfig)`` must satisfy :class:`mirage.core.components.Diagnostic`.
     Called once per plugin manager.
     """
 

@@ -42,7 +42,7 @@ def _actor_config(clip_low: float, clip_high: float, rows: int, tokens: int):
     )
     # Aggregating each micro-batch against the whole mini-batch's size makes the summed
     # micro-batch losses equal the full-batch loss.
-    config.global_batch_info = {"dp_size": 1, "batch_num_tokens": tokens, "global_batch_size": rows}
+    config.global_batch_info.update(dp_size=1, batch_num_tokens=tokens, global_batch_size=rows)
     return config
 
 
@@ -72,12 +72,38 @@ class GRPO:
         return advantages[:, 0]
 
     def update(self, run, batch: Batch) -> dict[str, Any]:
+        """Epochs x mini-batches of kept trajectories, one optimizer step per mini-batch."""
         algo = self.config.algorithm
-        core_algos = _core_algos()
+        if algo.kl_coef > 0 and not run.backend.has_reference():
+            run.backend.freeze_reference()
         trajectories = [t for g in batch.kept_groups() for t in g.kept_trajectories()]
         advantages = self.trajectory_advantages(trajectories)
-        rows = [(turn, float(a)) for t, a in zip(trajectories, advantages) for turn in t.turns]
-        rows = [(turn, a) for turn, a in rows if turn.response_ids]
+        order = torch.Generator().manual_seed(self.config.seed * 100_003 + batch.step)
+        totals: dict[str, float] = {}
+        steps = 0
+        for _ in range(algo.epochs):
+            permutation = torch.randperm(len(trajectories), generator=order).tolist()
+            for start in range(0, len(permutation), algo.mini_batch_size):
+                chosen = permutation[start : start + algo.mini_batch_size]
+                rows = [
+                    (turn, float(advantages[i]))
+                    for i in chosen
+                    for turn in trajectories[i].turns
+                    if turn.response_ids
+                ]
+                for name, value in self._mini_batch(run, rows).items():
+                    totals[name] = totals.get(name, 0.0) + value
+                steps += 1
+        metrics = {name: value / max(steps, 1) for name, value in totals.items()}
+        metrics["update/optimizer_steps"] = float(steps)
+        metrics["update/trajectories"] = float(len(trajectories))
+        metrics["update/advantage_abs_mean"] = float(advantages.abs().mean()) if len(advantages) else 0.0
+        return metrics
+
+    def _mini_batch(self, run, rows: list[tuple[Any, float]]) -> dict[str, float]:
+        """Accumulate the loss of ``rows`` over micro-batches, then step the optimizer."""
+        algo = self.config.algorithm
+        core_algos = _core_algos()
         tokens = sum(len(turn.response_ids) for turn, _ in rows)
         actor = _actor_config(algo.clip_ratio, algo.clip_ratio, len(rows), tokens)
         policy_loss = core_algos.get_policy_loss_fn("vanilla")
@@ -87,10 +113,10 @@ class GRPO:
             contexts = [turn.context_ids for turn, _ in micro]
             responses = [turn.response_ids for turn, _ in micro]
             out = run.backend.forward(contexts, responses)
-            width = out.mask.size(1)
-            old = _pad([turn.old_logprobs for turn, _ in micro], width) if all(
-                turn.old_logprobs is not None for turn, _ in micro
-            ) else out.logprobs.detach()
+            if all(turn.old_logprobs is not None for turn, _ in micro):
+                old = _pad([turn.old_logprobs for turn, _ in micro], out.mask.size(1))
+            else:
+                old = out.logprobs.detach()
             adv = torch.tensor([a for _, a in micro])[:, None] * out.mask
             pg_loss, info = policy_loss(old, out.logprobs, adv, out.mask, self.loss_agg_mode, actor)
             entropy = core_algos.agg_loss(out.entropy, out.mask, self.loss_agg_mode, **actor.global_batch_info)
@@ -100,15 +126,12 @@ class GRPO:
                 kl = core_algos.kl_penalty(out.logprobs, ref, algo.kl_penalty)
                 kl_loss = core_algos.agg_loss(kl, out.mask, self.loss_agg_mode, **actor.global_batch_info)
                 loss = loss + algo.kl_coef * kl_loss
-                totals["update/kl"] += float(kl_loss)
+                totals["update/kl"] += kl_loss.item()
             loss.backward()
-            share = len(micro) / len(rows)
-            totals["update/pg_loss"] += float(pg_loss)
-            totals["update/entropy"] += float(entropy)
-            totals["update/clipfrac"] += info["actor/pg_clipfrac"] * share
+            totals["update/pg_loss"] += pg_loss.item()
+            totals["update/entropy"] += entropy.item()
+            totals["update/clipfrac"] += info["actor/pg_clipfrac"] * len(micro) / len(rows)
         totals["update/grad_norm"] = run.backend.optimizer_step(algo.max_grad_norm)
-        totals["update/rows"] = float(len(rows))
-        totals["update/advantage_abs_mean"] = float(advantages.abs().mean()) if len(advantages) else 0.0
         return totals
 
 

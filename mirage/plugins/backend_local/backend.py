@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from transformers.utils import logging as hf_logging
 
 from mirage.core.backend import Backend, PolicyOutput
 from mirage.core.config import RunConfig
@@ -24,6 +25,7 @@ class LocalBackend(Backend):
     def __init__(self, config: RunConfig):
         super().__init__(config)
         torch.set_num_threads(config.threads)
+        hf_logging.disable_progress_bar()  # our own bar shows progress; theirs is per file
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.model = None
         self.tokenizer = None
@@ -128,8 +130,10 @@ class LocalBackend(Backend):
             raise RuntimeError("no reference policy: call freeze_reference() first")
         return self._per_token(self._reference, contexts, responses).logprobs
 
+    def has_reference(self) -> bool:
+        return self._reference is not None
+
     def freeze_reference(self) -> None:
-        """Keep a frozen copy of the current policy for KL penalties."""
         self._reference = copy.deepcopy(self.model).eval()
         for p in self._reference.parameters():
             p.requires_grad_(False)

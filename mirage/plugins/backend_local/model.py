@@ -6,7 +6,15 @@ import re
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+import json
+
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
 from mirage.core.config import ModelConfig
 
@@ -41,9 +49,22 @@ def build_tiny_model(config: ModelConfig, vocab_size: int, pad_id: int, eos_id: 
     return Qwen2ForCausalLM(qwen)
 
 
+def _saved_as_plain_tokenizers(path: str) -> bool:
+    config = Path(path).expanduser() / "tokenizer_config.json"
+    if not config.is_file():
+        return False
+    saved = json.loads(config.read_text()).get("tokenizer_class")
+    return saved in ("TokenizersBackend", "PreTrainedTokenizerFast")
+
+
 def load_pretrained(path: str):
     """Model and tokenizer from a checkpoint directory or hub id."""
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    if _saved_as_plain_tokenizers(path):
+        # AutoTokenizer swaps in the model family's own tokenizer class for some model
+        # types (Qwen2 among them), which would re-tokenize a locally built vocabulary.
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 SPECIAL = {"pad_token": "[PAD]", "unk_token": "[UNK]", "bos_token": "[BOS]", "eos_token": "[EOS]"}
@@ -18,8 +18,9 @@ def build_word_tokenizer(corpus: Iterable[str]) -> PreTrainedTokenizerFast:
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation("isolated")]
     )
-    tokenizer.add_special_tokens(list(SPECIAL.values()))
-    tokenizer.add_tokens(TAGS)
-    trainer = trainers.WordLevelTrainer(special_tokens=list(SPECIAL.values()) + TAGS)
+    # Joins words with single spaces (no "##" pieces exist in a word-level vocabulary).
+    tokenizer.decoder = decoders.WordPiece(prefix="##", cleanup=False)
+    trainer = trainers.WordLevelTrainer(special_tokens=list(SPECIAL.values()))
     tokenizer.train_from_iterator(corpus, trainer=trainer)
+    tokenizer.add_tokens(TAGS)  # after training, so the ids extend the vocabulary
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, **SPECIAL)

@@ -99,7 +99,7 @@ def _supervised(model, data: list[tuple[list[int], list[int]]], cfg, seed: int) 
         optimizer.step()
         schedule.step()
         optimizer.zero_grad(set_to_none=True)
-        loss_value = float(loss)
+        loss_value = loss.item()
         bar.set_postfix(loss=f"{loss_value:.3f}")
     model.eval()
     return loss_value

@@ -1,0 +1,36 @@
+"""Protocols of the named components an algorithm, filter or diagnostic plugin provides."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping, Protocol
+
+if TYPE_CHECKING:
+    from mirage.core.batch import Batch, Selection
+    from mirage.core.config import FilterConfig, RunConfig
+    from mirage.core.session import RunSession
+
+
+class Algorithm(Protocol):
+    """Built as ``cls(config: RunConfig)``; ``update`` trains on ``batch.kept_groups()``
+    through ``run.backend`` and returns its metrics."""
+
+    def __init__(self, config: "RunConfig") -> None: ...
+
+    def update(self, run: "RunSession", batch: "Batch") -> Mapping[str, float]: ...
+
+
+class Filter(Protocol):
+    """Built as ``cls(config: FilterConfig)``. A filter that ranks by reward variance
+    sets the class attribute ``requires_variance = True`` (validation then demands G >= 2)."""
+
+    def __init__(self, config: "FilterConfig") -> None: ...
+
+    def select(self, batch: "Batch") -> "Selection": ...
+
+
+class Diagnostic(Protocol):
+    """Built as ``cls(config: RunConfig)``; ``measure`` returns ``{metric_name: value}``."""
+
+    def __init__(self, config: "RunConfig") -> None: ...
+
+    def measure(self, run: "RunSession", batch: "Batch") -> Mapping[str, float]: ...

@@ -1,0 +1,110 @@
+"""Fixtures shared by the whole test suite.
+
+* ``tiny_config_file`` writes a YAML RunConfig small enough for a run to take seconds.
+* Every test gets ``MIRAGE_CACHE`` pointing at one session-wide directory (so the tiny
+  warm start is built once and reused), ``MIRAGE_DB`` inside its own tmp_path, no
+  ``MIRAGE_PLUGINS`` and ``MIRAGE_DISABLE_PLUGIN_AUTOLOAD=1`` (so only built-ins load);
+  a test opts out of the kill switch with ``@pytest.mark.plugin_autoload``.
+* ``run_cli`` runs the ``core`` command line in a subprocess.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+TINY_CONFIG = {
+    "env": {"name": "frozenlake"},
+    "model": {
+        "hidden": 32,
+        "layers": 1,
+        "heads": 2,
+        "warmstart_episodes": 40,
+        "warmstart_steps": 15,
+        "warmstart_batch": 16,
+    },
+    "rollout": {"prompts": 2, "group_size": 4, "max_new_tokens": 32},
+    "validation": {"episodes": 4, "every": 2},
+    "diagnostics": {"every": 1},
+    "steps": 4,
+    "checkpoint_every": 1,
+    "threads": 1,
+}
+
+CliResult = tuple[int, str, str]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "plugin_autoload: do not set MIRAGE_DISABLE_PLUGIN_AUTOLOAD for this test"
+    )
+
+
+@pytest.fixture(scope="session")
+def mirage_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One warm-start cache for the whole session."""
+    return tmp_path_factory.mktemp("mirage-cache")
+
+
+@pytest.fixture(autouse=True)
+def mirage_env(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+               mirage_cache: Path, tmp_path: Path) -> None:
+    monkeypatch.setenv("MIRAGE_CACHE", str(mirage_cache))
+    monkeypatch.delenv("MIRAGE_PLUGINS", raising=False)
+    # A command that forgets --db writes here, never into the repository.
+    monkeypatch.setenv("MIRAGE_DB", str(tmp_path / "default-db" / "mirage.duckdb"))
+    if request.node.get_closest_marker("plugin_autoload"):
+        monkeypatch.delenv("MIRAGE_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    else:
+        monkeypatch.setenv("MIRAGE_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+
+def write_config(path: Path, **overrides: object) -> Path:
+    """Write TINY_CONFIG (top-level keys replaced by ``overrides``) as YAML to ``path``."""
+    data = {**copy.deepcopy(TINY_CONFIG), **overrides}
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_config() -> Callable[[], dict]:
+    """A factory of fresh deep copies of the tiny config as plain data."""
+    return lambda: copy.deepcopy(TINY_CONFIG)
+
+
+@pytest.fixture
+def tiny_config_file(tmp_path: Path) -> Path:
+    return write_config(tmp_path / "tiny.yaml")
+
+
+@pytest.fixture
+def make_config_file(tmp_path: Path) -> Callable[..., Path]:
+    """``make_config_file(name, **overrides)``: the tiny config with top-level overrides."""
+    return lambda name="config.yaml", **overrides: write_config(tmp_path / name, **overrides)
+
+
+def cli_command(*args: str | os.PathLike[str]) -> list[str]:
+    return [sys.executable, "-m", "mirage.core.cli", *map(str, args)]
+
+
+def run_cli(*args: str | os.PathLike[str], timeout: float = 300) -> CliResult:
+    """Run ``core ARGS...`` in a subprocess (with this process's environment);
+    return (returncode, stdout, stderr)."""
+    done = subprocess.run(cli_command(*args), capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO, env=os.environ.copy())
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.fixture
+def cli() -> Callable[..., CliResult]:
+    """The ``run_cli`` helper as a fixture (the environment fixtures apply to it)."""
+    return run_cli

@@ -1,0 +1,179 @@
+"""The ``core`` command line (mirage/core/cli.py): bad input fails fast and cleanly.
+
+Every bad value must give exit code 2 and one stderr line naming it (and, for an unknown
+name, the valid ones), before any model work and without touching the run store. The
+matrix runs in-process (fast); a few cases also run as real subprocesses so that import
+warnings or tracebacks on stderr would be caught.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mirage.core.cli import app
+from mirage.core.config import RunConfig
+from mirage.core.store import GroupRow, RunStore
+
+# (extra arguments, fragments the one-line message must contain)
+BAD_INPUTS = {
+    "unknown env": (["--env", "nosuch"], ["'nosuch'", "valid: frozenlake, sokoban"]),
+    "unknown filter": (["--filter", "nosuch"], ["'nosuch'", "valid: none, top_p"]),
+    "unknown algo": (["--algo", "nosuch"], ["'nosuch'", "valid: grpo"]),
+    "rho zero": (["--rho", "0"], ["rho", "got 0"]),
+    "rho above one": (["--rho", "1.2"], ["rho", "1.2"]),
+    "zero steps": (["--steps", "0"], ["steps", "got 0"]),
+    "group size 1 with top_p": (["--group-size", "1", "--filter", "top_p"],
+                                ["top_p", "group size", "got 1"]),
+    "missing model dir": (["--model", "/nonexistent/dir"], ["/nonexistent/dir"]),
+    "slip out of range": (["--env-opt", "slip=2"], ["slip", "got 2"]),
+    "unknown env option": (["--env-opt", "bogus=1"], ["bogus"]),
+    "env option without =": (["--env-opt", "slip"], ["--env-opt", "'slip'"]),
+    "unknown run to resume": (["--resume", "nosuch-run"], ["'nosuch-run'"]),
+}
+
+
+@pytest.fixture
+def populated_store(tmp_path: Path) -> Path:
+    """A store that already holds one run with a step, a group and an event."""
+    db = tmp_path / "store" / "runs.duckdb"
+    store = RunStore(db)
+    store.create_run("existing", RunConfig().model_dump(mode="json"), [], None, seed=0)
+    store.record_step("existing", 0, {"train/return": 0.5}, [GroupRow(0, 1, 0.5, 0.25, 0.5, True)])
+    store.record_event("existing", 0, "backend", "{}")
+    return db
+
+
+def files_under(path: Path) -> list[Path]:
+    return sorted(p.relative_to(path) for p in path.rglob("*"))
+
+
+def invoke(args: list[str]):
+    return CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+
+
+def assert_one_line_error(code: int, stderr: str, fragments: list[str]) -> str:
+    assert code == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, f"expected one stderr line, got:\n{stderr}"
+    line = lines[0]
+    assert line.startswith("error: "), line
+    for fragment in fragments:
+        assert fragment in line, f"{fragment!r} not in {line!r}"
+    return line
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_fails_with_one_line_and_leaves_the_store_alone(
+    case, populated_store, tiny_config_file
+):
+    args, fragments = BAD_INPUTS[case]
+    store = RunStore(populated_store)
+    before = store.snapshot(), store.get_run("existing"), files_under(populated_store.parent)
+    result = invoke(["run", "--config", str(tiny_config_file), "--db", str(populated_store),
+                     "--quiet", *args])
+    assert result.stdout == ""
+    assert_one_line_error(result.exit_code, result.stderr, fragments)
+    after = store.snapshot(), store.get_run("existing"), files_under(populated_store.parent)
+    assert after == before
+
+
+@pytest.mark.parametrize("case", ["unknown env", "rho above one"])
+def test_bad_input_in_a_real_process(case, cli, tiny_config_file, tmp_path):
+    args, fragments = BAD_INPUTS[case]
+    db = tmp_path / "real" / "runs.duckdb"
+    code, out, err = cli("run", "--config", tiny_config_file, "--db", db, "--quiet", *args)
+    assert out == ""
+    assert_one_line_error(code, err, fragments)
+
+
+@pytest.mark.parametrize("case", ["unknown env", "zero steps", "missing model dir"])
+def test_bad_input_does_not_create_a_store(case, tiny_config_file, tmp_path):
+    args, fragments = BAD_INPUTS[case]
+    db = tmp_path / "fresh" / "runs.duckdb"
+    result = invoke(["run", "--config", str(tiny_config_file), "--db", str(db), "--quiet", *args])
+    assert_one_line_error(result.exit_code, result.stderr, fragments)
+    assert not db.exists(), "a rejected run created the store file"
+
+
+def test_missing_config_file(tmp_path):
+    db = tmp_path / "runs.duckdb"
+    result = invoke(["run", "--config", str(tmp_path / "nope.yaml"), "--db", str(db)])
+    assert_one_line_error(result.exit_code, result.stderr, ["nope.yaml", "does not exist"])
+    assert not db.exists()
+
+
+def test_bad_value_in_the_config_file(make_config_file, populated_store):
+    config = make_config_file("bad.yaml", rollout={"prompts": 2, "group_size": 4,
+                                                   "temperature": -1.0})
+    before = RunStore(populated_store).snapshot()
+    result = invoke(["run", "--config", str(config), "--db", str(populated_store)])
+    assert_one_line_error(result.exit_code, result.stderr, ["temperature", "-1.0"])
+    assert RunStore(populated_store).snapshot() == before
+
+
+def test_unknown_key_in_the_config_file(make_config_file, populated_store):
+    config = make_config_file("bad.yaml", stepz=3)
+    result = invoke(["run", "--config", str(config), "--db", str(populated_store)])
+    assert_one_line_error(result.exit_code, result.stderr, ["stepz"])
+
+
+def test_command_line_overrides_the_config_file(make_config_file, populated_store):
+    # The file says frozenlake; --env on the command line wins (and is then rejected).
+    config = make_config_file("ok.yaml")
+    result = invoke(["run", "--config", str(config), "--db", str(populated_store),
+                     "--env", "nosuch"])
+    assert_one_line_error(result.exit_code, result.stderr, ["'nosuch'"])
+
+
+# --------------------------------------------------------------------------- help
+
+
+def help_entries(text: str) -> dict[str, str]:
+    """``--option`` -> its help text, from rich or plain help output."""
+    options = text[text.index("Options"):]  # the command's docstring may mention options
+    flat = " ".join(re.sub(r"[│╭╮╰╯─]", " ", options).split())
+    parts = re.split(r"(?:^| )(--[a-z][a-z-]*)(?= )", flat)
+    entries: dict[str, str] = {}
+    pending: list[str] = []  # "--quiet --no-quiet" share one help text
+    for name, body in zip(parts[1::2], parts[2::2]):
+        pending.append(name)
+        if body.strip() not in ("", "/"):
+            for flag in pending:
+                entries.setdefault(flag, body.strip())
+            pending = []
+    return entries
+
+
+def test_run_help_documents_every_option_with_its_default(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough that rich does not wrap help text
+    code, out, err = cli("run", "--help")
+    assert code == 0, err
+    entries = help_entries(out)
+    d = RunConfig()
+    defaults = {
+        "--env": d.env.name, "--filter": d.filter.name, "--rho": d.filter.rho,
+        "--algo": d.algorithm.name, "--steps": d.steps, "--seed": d.seed,
+        "--prompts": d.rollout.prompts, "--group-size": d.rollout.group_size,
+        "--lr": d.algorithm.lr, "--entropy-coef": d.algorithm.entropy_coef,
+        "--kl-coef": d.algorithm.kl_coef, "--val-every": d.validation.every,
+        "--val-episodes": d.validation.episodes,
+    }
+    without_value = ["--resume", "--env-opt", "--config", "--quiet"]
+    described = ["--model", "--db"]
+    for option in [*defaults, *described, *without_value]:
+        assert option in entries, f"{option} missing from core run --help"
+        assert len(entries[option].split()) >= 2, f"{option} has no help text"
+    missing = [f"{option} (expected [default: {value}])" for option, value in defaults.items()
+               if f"[default: {value}]" not in entries[option]]
+    missing += [option for option in described if "[default: " not in entries[option]]
+    assert not missing, "defaults not shown in core run --help: " + ", ".join(missing)
+
+
+def test_no_arguments_prints_help():
+    result = invoke([])
+    assert result.exit_code in (0, 2)
+    assert "run" in result.output and "plugins" in result.output

@@ -1,0 +1,84 @@
+"""The local backend's warm-start cache and checkpoint loading keep the tokenizer intact.
+
+A cached warm start, a resumed checkpoint and ``--model`` all reload a saved directory
+through ``model.load_pretrained``; the policy must see exactly the token ids it was
+trained on.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mirage.core.config import EnvConfig
+from mirage.core.episode import build_context, format_response, start_episode
+from mirage.core.validate import build_config
+from mirage.envs.frozenlake import FrozenLake
+from mirage.plugins.backend_local.model import load_pretrained
+from mirage.plugins.backend_local.warmstart import warm_start
+
+
+def sample_texts() -> list[str]:
+    env = FrozenLake()
+    cfg = EnvConfig(name="frozenlake")
+    state = start_episode(env, 3, cfg)
+    return [
+        build_context(state, cfg),
+        format_response("I am at row 1 col 2 , the goal is down .", ["Down", "Right"]),
+        "Up || Left </answer> unknownword",
+    ]
+
+
+@pytest.fixture(scope="module")
+def built_and_cached(tmp_path_factory, tiny_config):
+    data = tiny_config()
+    data["model"].update(warmstart_episodes=10, warmstart_steps=2)
+    config = build_config(data)
+    cache = tmp_path_factory.mktemp("warmstart-cache")
+    built = warm_start(config, FrozenLake, cache)
+    cached = warm_start(config, FrozenLake, cache)
+    return built, cached
+
+
+def test_second_warm_start_comes_from_the_cache(built_and_cached):
+    (_, _, built_facts), (_, _, cached_facts) = built_and_cached
+    assert built_facts["warmstart_cached"] is False
+    assert cached_facts["warmstart_cached"] is True
+    assert {k: v for k, v in cached_facts.items() if k != "warmstart_cached"} == {
+        k: v for k, v in built_facts.items() if k != "warmstart_cached"
+    }
+
+
+def test_cached_weights_equal_the_built_ones(built_and_cached):
+    (built_model, _, _), (cached_model, _, _) = built_and_cached
+    built, cached = built_model.state_dict(), cached_model.state_dict()
+    assert built.keys() == cached.keys()
+    assert all(torch.equal(built[k], cached[k]) for k in built)
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_cached_tokenizer_encodes_like_the_built_one(built_and_cached, index):
+    (_, built, _), (_, cached, _) = built_and_cached
+    text = sample_texts()[index]
+    ids = built.encode(text, add_special_tokens=False)
+    assert cached.encode(text, add_special_tokens=False) == ids
+    assert cached.decode(ids, skip_special_tokens=True) == built.decode(ids, skip_special_tokens=True)
+    assert (cached.pad_token_id, cached.eos_token_id) == (built.pad_token_id, built.eos_token_id)
+
+
+def test_built_tokenizer_round_trips_protocol_text(built_and_cached):
+    (_, built, _), _ = built_and_cached
+    text = format_response("the goal is down .", ["Down", "Right"])
+    ids = built.encode(text, add_special_tokens=False)
+    assert built.unk_token_id not in ids
+    assert built.decode(ids, skip_special_tokens=True) == text
+
+
+def test_load_pretrained_of_a_saved_directory_keeps_the_tokenizer(built_and_cached, tmp_path):
+    (model, tokenizer, _), _ = built_and_cached
+    model.save_pretrained(tmp_path / "policy")
+    tokenizer.save_pretrained(tmp_path / "policy")
+    _, loaded = load_pretrained(str(tmp_path / "policy"))
+    for text in sample_texts():
+        assert loaded.encode(text, add_special_tokens=False) == tokenizer.encode(
+            text, add_special_tokens=False)
