@@ -1,11 +1,15 @@
 """Fixtures shared by the whole test suite.
 
-* ``tiny_config_file`` writes a YAML RunConfig small enough for a run to take seconds.
+* ``tiny_config_file`` writes a YAML RunConfig small enough for a run to take seconds;
+  ``tiny_config()`` gives the same config as plain data and ``make_config_file(name,
+  **overrides)`` writes it with top-level sections replaced.
 * Every test gets ``MIRAGE_CACHE`` pointing at one session-wide directory (so the tiny
   warm start is built once and reused), ``MIRAGE_DB`` inside its own tmp_path, no
   ``MIRAGE_PLUGINS`` and ``MIRAGE_DISABLE_PLUGIN_AUTOLOAD=1`` (so only built-ins load);
   a test opts out of the kill switch with ``@pytest.mark.plugin_autoload``.
-* ``run_cli`` runs the ``core`` command line in a subprocess.
+* ``cli(*args)`` runs the ``core`` command line in a subprocess and returns
+  ``(returncode, stdout, stderr)``; ``cli_argv(*args)`` is its argument list, for tests
+  that start the process themselves.
 """
 
 from __future__ import annotations
@@ -102,6 +106,12 @@ def run_cli(*args: str | os.PathLike[str], timeout: float = 300) -> CliResult:
     done = subprocess.run(cli_command(*args), capture_output=True, text=True, timeout=timeout,
                           cwd=REPO, env=os.environ.copy())
     return done.returncode, done.stdout, done.stderr
+
+
+@pytest.fixture(scope="session")
+def cli_argv() -> Callable[..., list[str]]:
+    """``cli_argv(*args)``: the argv that runs ``core ARGS...`` (for Popen)."""
+    return cli_command
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from mirage.core.experiments import load_registry
 from mirage.core.store import default_db_path
 from mirage.core.validate import ConfigError, build_config
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="MIRAGE: multi-turn agent RL with template-collapse diagnostics.")
 _D = RunConfig()
 
@@ -92,7 +92,7 @@ def run(
     quiet: bool = typer.Option(False, help="no progress bar"),
 ) -> None:
     """Run rollout -> score -> filter -> update -> diagnose for --steps iterations."""
-    from mirage.core.loop import execute
+    from mirage.core.loop import EmptyStepsError, execute
 
     data: dict[str, Any] = {}
     try:
@@ -121,6 +121,9 @@ def run(
         run_id = execute(config, target, resume=resume, progress=not quiet)
     except ConfigError as error:
         _fail(str(error))
+    except EmptyStepsError as error:
+        typer.echo(f"stopped: {error}", err=True)
+        raise typer.Exit(1)
     typer.echo(f"run {run_id} finished; results in {target}")
 
 

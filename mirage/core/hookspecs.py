@@ -50,7 +50,7 @@ def mirage_register_backends(register: Register) -> None:
     """Register policy backends: ``register("local", LocalBackend)``.
 
     ``cls(config: RunConfig)`` must satisfy :class:`mirage.core.backend.Backend`.
-    Called once per plugin manager.
+    Every implementation is called (not firstresult), once per plugin manager.
     """
 
 
@@ -59,7 +59,7 @@ def mirage_register_algorithms(register: Register) -> None:
     """Register update algorithms: ``register("grpo", GRPO)``.
 
     ``cls(config: RunConfig)`` must satisfy :class:`mirage.core.components.Algorithm`.
-    Called once per plugin manager.
+    Every implementation is called (not firstresult), once per plugin manager.
     """
 
 
@@ -68,7 +68,7 @@ def mirage_register_filters(register: Register) -> None:
     """Register rollout filters: ``register("top_p", TopPFilter)``.
 
     ``cls(config: FilterConfig)`` must satisfy :class:`mirage.core.components.Filter`.
-    Called once per plugin manager.
+    Every implementation is called (not firstresult), once per plugin manager.
     """
 
 
@@ -77,7 +77,7 @@ def mirage_register_diagnostics(register: Register) -> None:
     """Register diagnostics: ``register("mi", MutualInformation)``.
 
     ``cls(config: RunConfig)`` must satisfy :class:`mirage.core.components.Diagnostic`.
-    Called once per plugin manager.
+    Every implementation is called (not firstresult), once per plugin manager.
     """
 
 

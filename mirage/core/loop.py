@@ -170,14 +170,16 @@ def execute(
 ) -> str:
     """Validate, then run (or resume) a whole run; return its id."""
     plugins = plugins or build_plugins()
-    store = RunStore(db)
     if resume:
-        row = store.get_run(resume)
+        if not Path(db).exists():
+            raise ConfigError(f"--resume: no run store at {db}")
+        row = RunStore(db).get_run(resume)
         if row is None:
             raise ConfigError(f"--resume: no run {resume!r} in {db}")
         config = RunConfig.model_validate(row["config"])
     assert config is not None
     env_options = validate_config(config, plugins)
+    store = RunStore(db)  # only after validation: a rejected run writes nothing
     torch.set_num_threads(config.threads)
     run_id = resume or new_run_id()
     session = open_session(config, plugins, env_options)
@@ -210,7 +212,10 @@ def execute(
                 message = (f"filter {config.filter.name!r} kept no group for "
                            f"{config.filter.max_empty_steps} steps in a row")
                 store.record_event(run_id, step, "stopped", message)
-                raise EmptyStepsError(message)
+                store.set_status(run_id, "stopped", message)
+                raise EmptyStepsError(f"run {run_id}: {message}")
+    except EmptyStepsError:
+        raise
     except KeyboardInterrupt:
         store.set_status(run_id, "stopped", "interrupted")
         raise

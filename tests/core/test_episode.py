@@ -67,7 +67,7 @@ def test_context_shows_the_instruction_only_when_asked():
 def test_context_shows_the_requested_history(history_turns, shown):
     state, cfg = episode(history_turns=history_turns)
     apply_response(state, answer("Right", reasoning="first"), cfg)
-    apply_response(state, answer("Down", reasoning="second", ), cfg)
+    apply_response(state, answer("Down", reasoning="second"), cfg)
     context = build_context(state, cfg)
     for word in ["first", "second"]:
         assert (f"{THINK} {word} </think>" in context) == (word in shown)

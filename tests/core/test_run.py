@@ -28,6 +28,9 @@ from mirage.core.store import RunStore
 from mirage.core.validate import build_config
 from mirage.plugins.filters import top_p_indices
 
+# Every test here trains a real (tiny) policy end to end.
+pytestmark = pytest.mark.slow
+
 MIRAGE_VERSION = metadata.version("mirage-rl")
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,7 +60,7 @@ def without_timings(table: dict[tuple[int, str], float]) -> dict[tuple[int, str]
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory, mirage_cache, tiny_config):
+def tiny_run(tmp_path_factory, mirage_cache, tiny_config, cli_argv):
     """One finished 4-step run through the real CLI; returns (db, run_id, stdout, stderr)."""
     tmp = tmp_path_factory.mktemp("tiny-run")
     config = tmp / "tiny.yaml"
@@ -66,20 +69,13 @@ def tiny_run(tmp_path_factory, mirage_cache, tiny_config):
     env = {**os.environ, "MIRAGE_CACHE": str(mirage_cache), "MIRAGE_DISABLE_PLUGIN_AUTOLOAD": "1"}
     env.pop("MIRAGE_PLUGINS", None)
     done = subprocess.run(
-        [*cli_prefix(), "run", "--config", str(config), "--db", str(db), "--quiet"],
+        cli_argv("run", "--config", config, "--db", db, "--quiet"),
         capture_output=True, text=True, timeout=300, cwd=REPO, env=env,
     )
     assert done.returncode == 0, done.stderr
     return db, finished_run_id(done.stdout), done.stdout, done.stderr
 
 
-def cli_prefix() -> list[str]:
-    import sys
-
-    return [sys.executable, "-m", "mirage.core.cli"]
-
-
-@pytest.mark.slow
 def test_tiny_run_finishes_and_records_its_provenance(tiny_run):
     db, run_id, stdout, _ = tiny_run
     assert f"run {run_id} finished; results in {db}" in stdout
@@ -103,7 +99,6 @@ def test_tiny_run_finishes_and_records_its_provenance(tiny_run):
     assert sorted(p.name for p in checkpoints.iterdir()) == ["step-000004"]
 
 
-@pytest.mark.slow
 def test_tiny_run_metrics_at_every_step(tiny_run):
     db, run_id, _, _ = tiny_run
     table = metric_table(RunStore(db), run_id)
@@ -121,7 +116,6 @@ def test_tiny_run_metrics_at_every_step(tiny_run):
     assert all(-0.5 - 1e-9 <= table[(s, "train/return")] <= 1.0 for s in range(5))
 
 
-@pytest.mark.slow
 def test_tiny_run_records_the_mi_diagnostic(tiny_run):
     db, run_id, _, _ = tiny_run
     table = metric_table(RunStore(db), run_id)
@@ -136,7 +130,6 @@ def test_tiny_run_records_the_mi_diagnostic(tiny_run):
         assert h_marg == pytest.approx(mi + h_cond, abs=1e-9)
 
 
-@pytest.mark.slow
 def test_tiny_run_group_rows(tiny_run):
     db, run_id, _, _ = tiny_run
     store = RunStore(db)
@@ -197,7 +190,6 @@ def test_determinism_config_exercises_updates(three_runs):
     assert steps_with(table, "mi/first_turn/retrieval_acc")
 
 
-@pytest.mark.slow
 def test_same_seed_gives_identical_runs(three_runs):
     store, ids = three_runs
     a = without_timings(metric_table(store, ids["A"]))
@@ -209,7 +201,6 @@ def test_same_seed_gives_identical_runs(three_runs):
     assert store.groups(ids["A"]) == store.groups(ids["B"])
 
 
-@pytest.mark.slow
 def test_cached_warm_start_gives_the_same_run_as_a_fresh_one(three_runs):
     store, ids = three_runs
     events = {name: json.loads(store.events(i)[0]["message"]) for name, i in ids.items()}
@@ -236,8 +227,8 @@ def poll(store_path: Path, predicate, timeout: float, proc: subprocess.Popen):
     pytest.fail("timed out waiting for the run")
 
 
-@pytest.mark.slow
-def test_killed_run_resumes_without_duplicates(make_config_file, tiny_config, tmp_path, cli):
+def test_killed_run_resumes_without_duplicates(make_config_file, tiny_config, tmp_path, cli,
+                                               cli_argv):
     # The tiny policy rarely earns differing rewards, so top_p may keep nothing for a
     # while; allow that rather than stop the run.
     filter_config = {**tiny_config().get("filter", {}), "max_empty_steps": 20}
@@ -245,8 +236,7 @@ def test_killed_run_resumes_without_duplicates(make_config_file, tiny_config, tm
     db = tmp_path / "runs" / "mirage.duckdb"
     log = (tmp_path / "first.log").open("w")
     proc = subprocess.Popen(
-        [*cli_prefix(), "run", "--config", str(config), "--db", str(db), "--quiet",
-         "--steps", "12"],
+        cli_argv("run", "--config", config, "--db", db, "--quiet", "--steps", "12"),
         stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=os.environ.copy(),
     )
     try:
@@ -331,7 +321,6 @@ def saved_tiny_model(tmp_path) -> Path:
     return target
 
 
-@pytest.mark.slow
 def test_run_with_a_saved_model(saved_tiny_model, tiny_config_file, tmp_path, cli):
     db = tmp_path / "runs.duckdb"
     code, out, err = cli("run", "--model", saved_tiny_model, "--config", tiny_config_file,
