@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -c constraints.txt -e ".[test]"
+.venv/bin/python -m pip install -q -c constraints.txt -e ".[test]" -e examples/mirage-example-filter

@@ -92,7 +92,7 @@ class ModelConfig(_Section):
     layers: int = Field(4, ge=1)
     heads: int = Field(4, ge=1)
     warmstart_episodes: int = Field(3000, ge=0)
-    warmstart_steps: int = Field(400, ge=0)
+    warmstart_steps: int = Field(600, ge=0)
     warmstart_batch: int = Field(64, ge=1)
     warmstart_lr: float = Field(2e-3, gt=0)
     dtype: Literal["float32", "bfloat16"] = "float32"

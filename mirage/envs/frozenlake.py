@@ -34,7 +34,6 @@ from mirage.envs.phrasing import (
 Cell = tuple[int, int]
 
 NOISE_RATE = 0.1  # share of demonstrated actions replaced by a uniformly random one
-CAREFUL_SHARE = 0.5  # share of episodes demonstrated by the careful (BFS) persona
 
 _TEMPLATES = [
     "I am at row {r} col {c} , the goal is {goal_dir} .",
@@ -55,6 +54,9 @@ class FrozenLakeOptions(EnvOptions):
     size: int = Field(4, ge=2)
     hole_prob: float = Field(0.2, ge=0, lt=1)
     slip: float = Field(0.0, ge=0, le=1)
+    # Demonstrations only: a careless majority makes the greedy warm-started policy repeat
+    # the careless persona's structured mistakes, which RL then has room to fix.
+    careful_share: float = Field(0.3, ge=0, le=1)
 
 
 class FrozenLake(Environment):
@@ -178,7 +180,7 @@ class FrozenLake(Environment):
     def demonstrator(self, rng: random.Random, persona: str | None = None) -> Demonstrator:
         """Warm-start policy for this episode: a 'careful' (BFS) or 'careless' (greedy) persona.
 
-        The persona is drawn with ``rng`` (50/50) unless forced; ~10% of actions are random.
+        The persona is drawn with ``rng`` (careful with ``options.careful_share``) unless forced; ~10% of actions are random.
         The returned callable exposes ``.persona``.
         """
         return _Demo(self, rng, persona)
@@ -194,7 +196,7 @@ class _Demo:
 
     def __init__(self, env: FrozenLake, rng: random.Random, persona: str | None):
         self.env, self.rng = env, rng
-        self.persona = choose_persona(rng, persona, CAREFUL_SHARE)
+        self.persona = choose_persona(rng, persona, env.options.careful_share)
 
     def __call__(self) -> DemoTurn:
         env, rng = self.env, self.rng

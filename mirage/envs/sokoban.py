@@ -39,7 +39,6 @@ STEP_REWARD, ON_TARGET_REWARD, SOLVED_REWARD = -0.1, 1.0, 10.0
 PULL_PROB = 0.7  # reverse play: chance that stepping away from an adjacent box drags it
 MAX_ATTEMPTS = 10_000
 NOISE_RATE = 0.1  # share of demonstrated actions replaced by a uniformly random one
-CAREFUL_SHARE = 0.5  # share of episodes demonstrated by the careful (BFS) persona
 
 _TEMPLATES = [
     "I am at row {pr} col {pc} and the box is at row {br} col {bc} .",
@@ -68,6 +67,9 @@ class SokobanOptions(EnvOptions):
     generation_steps: int = Field(80, ge=1)
     min_solution_length: int = Field(5, ge=1)
     max_solution_length: int = Field(10, ge=1)
+    # Demonstrations only: a careless majority makes the greedy warm-started policy repeat
+    # the careless persona's structured mistakes, which RL then has room to fix.
+    careful_share: float = Field(0.3, ge=0, le=1)
 
     @model_validator(mode="after")
     def _check_lengths(self) -> SokobanOptions:
@@ -260,7 +262,7 @@ class Sokoban(Environment):
     def demonstrator(self, rng: random.Random, persona: str | None = None) -> Demonstrator:
         """Warm-start policy for this episode: a 'careful' (BFS) or 'careless' (greedy) persona.
 
-        The persona is drawn with ``rng`` (50/50) unless forced; ~10% of actions are random,
+        The persona is drawn with ``rng`` (careful with ``options.careful_share``) unless forced; ~10% of actions are random,
         and a stuck careless plan falls back to a random move. The callable has ``.persona``.
         """
         return _Demo(self, rng, persona)
@@ -271,7 +273,7 @@ class _Demo:
 
     def __init__(self, env: Sokoban, rng: random.Random, persona: str | None):
         self.env, self.rng = env, rng
-        self.persona = choose_persona(rng, persona, CAREFUL_SHARE)
+        self.persona = choose_persona(rng, persona, env.options.careful_share)
 
     def __call__(self) -> DemoTurn:
         env, rng = self.env, self.rng

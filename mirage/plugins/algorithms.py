@@ -5,6 +5,13 @@ context is the environment text and whose response tokens are the policy's own; 
 response tokens carry loss (the mask), environment text never does. GRPO's outcome
 advantage is computed once per trajectory from its episode return, normalised within
 its prompt group, and copied to every response token of every turn.
+
+Loss aggregation is over trajectories, as in RAGEN where a whole multi-turn trajectory
+is one sequence: ``seq-mean-token-mean`` gives every trajectory the same weight however
+many turns it took. A trajectory spans several rows here, so the aggregation is folded
+into per-token weights (:func:`token_weights`) and veRL's losses sum them
+(``token-sum``). Without this, trajectories with more turns (usually failures) would
+outweigh short successes.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ def _core_algos():
     return core_algos
 
 
-def _actor_config(clip_low: float, clip_high: float, rows: int, tokens: int):
+def _actor_config(clip_low: float, clip_high: float):
     from verl.workers.config import ActorConfig
 
     config = ActorConfig(
@@ -40,10 +47,32 @@ def _actor_config(clip_low: float, clip_high: float, rows: int, tokens: int):
         use_dynamic_bsz=False,
         rollout_n=1,
     )
-    # Aggregating each micro-batch against the whole mini-batch's size makes the summed
-    # micro-batch losses equal the full-batch loss.
-    config.global_batch_info.update(dp_size=1, batch_num_tokens=tokens, global_batch_size=rows)
+    config.global_batch_info.update(dp_size=1)
     return config
+
+
+def token_weights(lengths: list[list[int]], mode: str) -> list[float]:
+    """Per-trajectory token weight that makes a weighted token sum equal ``mode``.
+
+    ``lengths[i]`` lists the response lengths of trajectory i's turns. Modes follow
+    veRL's ``agg_loss``, with a trajectory as the sequence: token-mean (all tokens of
+    the mini-batch equal), seq-mean-token-mean (mean over trajectories of each one's
+    token mean), seq-mean-token-sum (mean over trajectories of token sums), token-sum.
+    """
+    totals = [sum(turns) for turns in lengths]
+    count = sum(1 for t in totals if t > 0)
+    if mode == "token-mean":
+        return [1.0 / max(sum(totals), 1)] * len(totals)
+    if mode == "seq-mean-token-mean":
+        return [1.0 / (count * t) if t else 0.0 for t in totals]
+    if mode == "seq-mean-token-sum":
+        return [1.0 / count if t else 0.0 for t in totals]
+    if mode == "token-sum":
+        return [1.0] * len(totals)
+    raise ValueError(
+        f"unknown loss_agg_mode {mode!r}; valid: token-mean, seq-mean-token-mean, "
+        "seq-mean-token-sum, token-sum"
+    )
 
 
 def _pad(rows: list[list[float]], width: int) -> torch.Tensor:
@@ -85,9 +114,13 @@ class GRPO:
             permutation = torch.randperm(len(trajectories), generator=order).tolist()
             for start in range(0, len(permutation), algo.mini_batch_size):
                 chosen = permutation[start : start + algo.mini_batch_size]
+                weights = token_weights(
+                    [[len(turn.response_ids) for turn in trajectories[i].turns] for i in chosen],
+                    self.loss_agg_mode,
+                )
                 rows = [
-                    (turn, float(advantages[i]))
-                    for i in chosen
+                    (turn, float(advantages[i]), weight)
+                    for i, weight in zip(chosen, weights)
                     for turn in trajectories[i].turns
                     if turn.response_ids
                 ]
@@ -100,31 +133,31 @@ class GRPO:
         metrics["update/advantage_abs_mean"] = float(advantages.abs().mean()) if len(advantages) else 0.0
         return metrics
 
-    def _mini_batch(self, run, rows: list[tuple[Any, float]]) -> dict[str, float]:
-        """Accumulate the loss of ``rows`` over micro-batches, then step the optimizer."""
+    def _mini_batch(self, run, rows: list[tuple[Any, float, float]]) -> dict[str, float]:
+        """Accumulate the weighted loss of ``rows`` over micro-batches, then step."""
         algo = self.config.algorithm
         core_algos = _core_algos()
-        tokens = sum(len(turn.response_ids) for turn, _ in rows)
-        actor = _actor_config(algo.clip_ratio, algo.clip_ratio, len(rows), tokens)
+        actor = _actor_config(algo.clip_ratio, algo.clip_ratio)
         policy_loss = core_algos.get_policy_loss_fn("vanilla")
         totals = {"update/pg_loss": 0.0, "update/entropy": 0.0, "update/kl": 0.0, "update/clipfrac": 0.0}
         for start in range(0, len(rows), algo.micro_batch_size):
             micro = rows[start : start + algo.micro_batch_size]
-            contexts = [turn.context_ids for turn, _ in micro]
-            responses = [turn.response_ids for turn, _ in micro]
+            contexts = [turn.context_ids for turn, _, _ in micro]
+            responses = [turn.response_ids for turn, _, _ in micro]
             out = run.backend.forward(contexts, responses)
-            if all(turn.old_logprobs is not None for turn, _ in micro):
-                old = _pad([turn.old_logprobs for turn, _ in micro], out.mask.size(1))
+            if all(turn.old_logprobs is not None for turn, _, _ in micro):
+                old = _pad([turn.old_logprobs for turn, _, _ in micro], out.mask.size(1))
             else:
                 old = out.logprobs.detach()
-            adv = torch.tensor([a for _, a in micro])[:, None] * out.mask
-            pg_loss, info = policy_loss(old, out.logprobs, adv, out.mask, self.loss_agg_mode, actor)
-            entropy = core_algos.agg_loss(out.entropy, out.mask, self.loss_agg_mode, **actor.global_batch_info)
+            weight = torch.tensor([w for _, _, w in micro])[:, None] * out.mask
+            advantage = torch.tensor([a for _, a, _ in micro])[:, None] * weight
+            pg_loss, info = policy_loss(old, out.logprobs, advantage, out.mask, "token-sum", actor)
+            entropy = core_algos.agg_loss(out.entropy * weight, out.mask, "token-sum")
             loss = pg_loss - algo.entropy_coef * entropy
             if algo.kl_coef > 0:
                 ref = run.backend.reference_logprobs(contexts, responses)
                 kl = core_algos.kl_penalty(out.logprobs, ref, algo.kl_penalty)
-                kl_loss = core_algos.agg_loss(kl, out.mask, self.loss_agg_mode, **actor.global_batch_info)
+                kl_loss = core_algos.agg_loss(kl * weight, out.mask, "token-sum")
                 loss = loss + algo.kl_coef * kl_loss
                 totals["update/kl"] += kl_loss.item()
             loss.backward()

@@ -1,0 +1,30 @@
+"""Example third-party plugin: registers the filter ``best_half``.
+
+It keeps the half of the prompt groups with the highest mean reward (at least one),
+a deliberately naive rule that shows the whole path: a class with ``select``, a
+registration hook, and an entry point in the ``mirage`` group.
+"""
+
+from mirage.core.batch import Batch, Selection
+from mirage.core.hookspecs import hookimpl
+
+__version__ = "0.1.0"
+
+
+class BestHalfFilter:
+    """Keeps the ceil(P/2) groups with the highest mean episode return."""
+
+    requires_variance = False
+
+    def __init__(self, config):
+        self.config = config
+
+    def select(self, batch: Batch) -> Selection:
+        order = sorted(range(len(batch.groups)), key=lambda i: (-batch.groups[i].reward_mean, i))
+        kept = sorted(order[: max(1, (len(order) + 1) // 2)])
+        return Selection(kept, metrics={"filter/kept_ratio": len(kept) / len(order)})
+
+
+@hookimpl
+def mirage_register_filters(register):
+    register("best_half", BestHalfFilter)
