@@ -40,8 +40,9 @@ Register = Callable[[str, Any], None]
 def mirage_register_envs(register: Register) -> None:
     """Register environment classes: ``register("sokoban", Sokoban)``.
 
-    Receives the registry's ``register(name, cls)``; returns nothing. Called once per
-    plugin manager. ``cls`` subclasses :class:`mirage.core.env.Environment`.
+    Receives the registry's ``register(name, cls)``; returns nothing.
+    Every implementation is called (not firstresult), once per plugin manager.
+    ``cls`` subclasses :class:`mirage.core.env.Environment`.
     """
 
 

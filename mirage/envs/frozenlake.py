@@ -15,25 +15,21 @@ import random
 
 from pydantic import Field
 
-from mirage.core.env import DemoTurn, Demonstrator, EnvOptions, Environment, StepOutcome
+from mirage.core.env import Demonstrator, EnvOptions, Environment, StepOutcome
 from mirage.envs.phrasing import (
     ACTIONS,
     MOVES,
     PERPENDICULAR,
-    add_noise,
+    PersonaDemonstrator,
     bfs_path,
     check_action,
-    choose_persona,
     demo_success_rates,
-    phrase,
     relative,
     say_actions,
-    turn_length,
 )
 
 Cell = tuple[int, int]
 
-NOISE_RATE = 0.1  # share of demonstrated actions replaced by a uniformly random one
 
 _TEMPLATES = [
     "I am at row {r} col {c} , the goal is {goal_dir} .",
@@ -191,26 +187,19 @@ class FrozenLake(Environment):
         return (r, c) if 0 <= r < self.height and 0 <= c < self.width else cell
 
 
-class _Demo:
-    """One episode's demonstrator; reads the environment's state at every call."""
+class _Demo(PersonaDemonstrator):
+    templates = _TEMPLATES
 
-    def __init__(self, env: FrozenLake, rng: random.Random, persona: str | None):
-        self.env, self.rng = env, rng
-        self.persona = choose_persona(rng, persona, env.options.careful_share)
-
-    def __call__(self) -> DemoTurn:
-        env, rng = self.env, self.rng
-        plan = env.solve() if self.persona == "careful" else env.greedy_plan()
-        plan = plan or [rng.choice(ACTIONS)]
-        actions = add_noise(rng, plan[: turn_length(rng, len(plan))], NOISE_RATE)
+    def facts(self, plan: list[str], actions: list[str]) -> dict[str, str]:
+        env = self.env
         (r, c), (gr, gc) = env.player, env.goal
         facts = dict(r=str(r), c=str(c), gr=str(gr), gc=str(gc),
                      goal_dir=relative(gr - r, gc - c), acts=say_actions(actions))
         if self.persona == "careful":  # the careless persona does not look at holes
             near = [a for a in ACTIONS if env._moved(env.player, a) in env.holes]
             if near:
-                facts["hole_dir"] = relative(*MOVES[rng.choice(near)])
-        return DemoTurn(phrase(rng, _TEMPLATES, **facts), actions)
+                facts["hole_dir"] = relative(*MOVES[self.rng.choice(near)])
+        return facts
 
 
 def _manhattan(a: Cell, b: Cell) -> int:

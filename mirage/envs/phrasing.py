@@ -13,8 +13,11 @@ from collections.abc import Callable, Hashable, Iterable
 from string import Formatter
 from typing import TypeVar
 
+from mirage.core.env import DemoTurn
+
 State = TypeVar("State", bound=Hashable)
 PERSONAS = ("careful", "careless")
+NOISE_RATE = 0.1  # share of demonstrated actions replaced by a uniformly random one
 
 MOVES: dict[str, tuple[int, int]] = {
     "Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)
@@ -135,3 +138,25 @@ def phrase(rng: random.Random, templates: list[str], **facts: str) -> str:
 
 def _fields(template: str) -> set[str]:
     return {name for _, name, _, _ in Formatter().parse(template) if name}
+
+
+class PersonaDemonstrator:
+    """One episode's demonstrator: the persona's plan (``env.solve()`` when careful,
+    ``env.greedy_plan()`` when careless) cut to one turn, with action noise, and
+    reasoning phrased from ``templates`` with the subclass's ``facts``."""
+
+    templates: list[str] = []
+
+    def __init__(self, env, rng: random.Random, persona: str | None):
+        self.env, self.rng = env, rng
+        self.persona = choose_persona(rng, persona, env.options.careful_share)
+
+    def __call__(self) -> DemoTurn:
+        plan = self.env.solve() if self.persona == "careful" else self.env.greedy_plan()
+        plan = plan or [self.rng.choice(ACTIONS)]
+        actions = add_noise(self.rng, plan[: turn_length(self.rng, len(plan))], NOISE_RATE)
+        return DemoTurn(phrase(self.rng, self.templates, **self.facts(plan, actions)), actions)
+
+    def facts(self, plan: list[str], actions: list[str]) -> dict[str, str]:
+        """Template fields describing the current state (may draw from ``self.rng``)."""
+        raise NotImplementedError

@@ -17,20 +17,17 @@ import random
 
 from pydantic import Field, model_validator
 
-from mirage.core.env import DemoTurn, Demonstrator, EnvOptions, Environment, StepOutcome
+from mirage.core.env import Demonstrator, EnvOptions, Environment, StepOutcome
 from mirage.envs.phrasing import (
     ACTIONS,
     MOVES,
-    add_noise,
+    PersonaDemonstrator,
     bfs_path,
     check_action,
-    choose_persona,
     demo_success_rates,
     heading,
-    phrase,
     relative,
     say_actions,
-    turn_length,
 )
 
 Cell = tuple[int, int]
@@ -38,7 +35,6 @@ Cell = tuple[int, int]
 STEP_REWARD, ON_TARGET_REWARD, SOLVED_REWARD = -0.1, 1.0, 10.0
 PULL_PROB = 0.7  # reverse play: chance that stepping away from an adjacent box drags it
 MAX_ATTEMPTS = 10_000
-NOISE_RATE = 0.1  # share of demonstrated actions replaced by a uniformly random one
 
 _TEMPLATES = [
     "I am at row {pr} col {pc} and the box is at row {br} col {bc} .",
@@ -268,26 +264,18 @@ class Sokoban(Environment):
         return _Demo(self, rng, persona)
 
 
-class _Demo:
-    """One episode's demonstrator; reads the environment's state at every call."""
+class _Demo(PersonaDemonstrator):
+    templates = _TEMPLATES
 
-    def __init__(self, env: Sokoban, rng: random.Random, persona: str | None):
-        self.env, self.rng = env, rng
-        self.persona = choose_persona(rng, persona, env.options.careful_share)
-
-    def __call__(self) -> DemoTurn:
-        env, rng = self.env, self.rng
-        plan = env.solve() if self.persona == "careful" else env.greedy_plan()
-        plan = plan or [rng.choice(ACTIONS)]
-        actions = add_noise(rng, plan[: turn_length(rng, len(plan))], NOISE_RATE)
-        (pr, pc), ((br, bc), (tr, tc)) = env.player, env._focus()
+    def facts(self, plan: list[str], actions: list[str]) -> dict[str, str]:
+        (pr, pc), ((br, bc), (tr, tc)) = self.env.player, self.env._focus()
         facts = dict(pr=str(pr), pc=str(pc), br=str(br), bc=str(bc), tr=str(tr), tc=str(tc),
                      box_dir=relative(br - pr, bc - pc), box_way=heading(tr - br, tc - bc),
                      acts=say_actions(actions))
         push = self._first_push(plan)
         if push:
             facts["push"] = push.lower()
-        return DemoTurn(phrase(rng, _TEMPLATES, **facts), actions)
+        return facts
 
     def _first_push(self, plan: list[str]) -> str | None:
         player, boxes = self.env.player, self.env.boxes
