@@ -59,7 +59,7 @@ class FrozenLake(Environment):
     """The FrozenLake grid world; see the module docstring for the rules."""
 
     name = "frozenlake"
-    version = "1"
+    version = "2"
     Options = FrozenLakeOptions
     action_names = ACTIONS
     instruction = (
@@ -142,7 +142,10 @@ class FrozenLake(Environment):
         return self._success
 
     def render(self) -> str:
-        """The grid (one row per line, cells separated by spaces) and the coordinates."""
+        """The grid (one row per line, cells separated by spaces), the coordinates, and
+        what lies one step away in each direction (a tiny policy cannot be expected to
+        find the cell below it in a flattened grid; with this line, avoiding a hole is
+        a decision RL can learn within tens of iterations)."""
         lines = []
         for r in range(self.height):
             row = []
@@ -154,7 +157,14 @@ class FrozenLake(Environment):
         pr, pc = self.player
         gr, gc = self.goal
         lines.append(f"Player at row {pr} col {pc} . Goal at row {gr} col {gc} .")
+        lines.append(" , ".join(f"{a} : {self._describe(a)}" for a in ACTIONS) + " .")
         return "\n".join(lines)
+
+    def _describe(self, action: str) -> str:
+        cell = self._moved(self.player, action)
+        if cell == self.player:
+            return "edge"
+        return "goal" if cell == self.goal else "hole" if cell in self.holes else "ice"
 
     def solve(self) -> list[str] | None:
         """Shortest hole-free path to the goal, ignoring slip; None if there is none."""

@@ -27,7 +27,7 @@ def test_generated_maps_have_a_safe_path():
     env = FrozenLake()
     for seed in range(500):
         rows = env.reset(seed).split("\n")
-        assert len(rows) == 5 and all(len(r.split(" ")) == 4 for r in rows[:4])
+        assert len(rows) == 6 and all(len(r.split(" ")) == 4 for r in rows[:4])
         start, goal = env.player, env.goal
         assert abs(start[0] - goal[0]) + abs(start[1] - goal[1]) >= 2
         assert start not in env.holes and goal not in env.holes
@@ -59,7 +59,12 @@ def test_reset_is_deterministic():
 
 def test_render_format():
     env = FrozenLake.from_grid(["P _ O", "_ O _", "_ _ G"])
-    assert env.render() == "P _ O\n_ O _\n_ _ G\nPlayer at row 0 col 0 . Goal at row 2 col 2 ."
+    assert env.render() == (
+        "P _ O\n_ O _\n_ _ G\nPlayer at row 0 col 0 . Goal at row 2 col 2 .\n"
+        "Up : edge , Down : ice , Left : edge , Right : ice ."
+    )
+    env.player = (1, 2)
+    assert env.render().endswith("Up : hole , Down : goal , Left : hole , Right : edge .")
 
 
 def test_slip_frequency_matches_the_option():
