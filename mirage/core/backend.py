@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     import torch
@@ -28,7 +28,14 @@ class PolicyOutput:
 
 
 class Backend(ABC):
-    """A trainable policy. ``cls(config)`` is called once per run."""
+    """A trainable policy. ``cls(config)`` is called once per run.
+
+    A backend that sets ``supports_critic = True`` also trains a critic (a value model
+    for PPO's GAE): :meth:`init_critic`, :meth:`values`, :meth:`critic_step`, and
+    :meth:`save`/:meth:`load` include it.
+    """
+
+    supports_critic: ClassVar[bool] = False
 
     def __init__(self, config: "RunConfig"):
         self.config = config
@@ -81,6 +88,23 @@ class Backend(ABC):
     @abstractmethod
     def optimizer_step(self, max_grad_norm: float) -> float:
         """Clip, step and zero the optimizer; return the pre-clip gradient norm."""
+
+    # ------------------------------------------------------------------ critic (optional)
+    def init_critic(self, lr: float) -> None:
+        """Build a value model from the current policy, with its own optimizer at ``lr``."""
+        raise NotImplementedError(f"{type(self).__name__} provides no critic")
+
+    def has_critic(self) -> bool:
+        return False
+
+    def values(self, contexts: list[list[int]], responses: list[list[int]]) -> "torch.Tensor":
+        """``[B, L]`` value of the state before each response token (the context and the
+        response so far), with gradient; 0 on padding."""
+        raise NotImplementedError(f"{type(self).__name__} provides no critic")
+
+    def critic_step(self, max_grad_norm: float) -> float:
+        """Clip, step and zero the critic's optimizer; return the pre-clip gradient norm."""
+        raise NotImplementedError(f"{type(self).__name__} provides no critic")
 
     @abstractmethod
     def save(self, directory: Path) -> None:

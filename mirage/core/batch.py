@@ -70,6 +70,8 @@ class Group:
         r = self.returns
         if len(r) < 2:
             return math.nan
+        if min(r) == max(r):
+            return 0.0  # exactly: the mean of equal floats can be off by an ulp
         mean = sum(r) / len(r)
         return sum((x - mean) ** 2 for x in r) / (len(r) - 1)
 
@@ -102,6 +104,9 @@ class Batch:
     groups: list[Group]
     temperature: float = 1.0
     greedy: bool = False
+    # Set by the loop after filtering (FilterConfig.loss_scaling, step_size_matching);
+    # the algorithm multiplies its advantages by it.
+    loss_scale: float = 1.0
 
     @property
     def trajectories(self) -> list[Trajectory]:

@@ -67,11 +67,55 @@ def _set(data: dict, path: str, value: Any) -> None:
     data[leaf] = value
 
 
+def _start_data(experiment: Optional[str], registry: Optional[Path],
+                config_file: Optional[Path]) -> dict[str, Any]:
+    """Config data from an experiment's base and a config file (command-line options
+    are set on top of it)."""
+    data: dict[str, Any] = {}
+    try:
+        if experiment is not None:
+            experiments = load_registry(registry)
+            if experiment not in experiments:
+                _fail(f"unknown experiment {experiment!r}; valid: {', '.join(sorted(experiments))}")
+            data = experiments[experiment].base
+        if config_file is not None:
+            data = _merge(data, _read_config_file(config_file))
+    except ConfigError as error:
+        _fail(str(error))
+    return data
+
+
+def _set_options(data: dict[str, Any], pairs: list[tuple[str, Any]], env_opt: list[str]) -> None:
+    for path, value in pairs:
+        _set(data, path, value)
+    if env_opt:
+        data.setdefault("env", {}).setdefault("options", {}).update(_parse_options(env_opt))
+
+
+_F = _D.filter
+
+
 @app.command()
 def run(
     env: Optional[str] = typer.Option(None, help=f"environment name [default: {_D.env.name}]"),
-    filter: Optional[str] = typer.Option(None, "--filter", help=f"filter name [default: {_D.filter.name}]"),
-    rho: Optional[float] = typer.Option(None, help=f"filter keep mass/fraction in (0, 1] [default: {_D.filter.rho}]"),
+    filter: Optional[str] = typer.Option(None, "--filter", help=f"filter name [default: {_F.name}]"),
+    rho: Optional[float] = typer.Option(None, help=f"filter keep mass/fraction in (0, 1] [default: {_F.rho}]"),
+    filter_mode: Optional[str] = typer.Option(
+        None, help=f"top_p selection: linear (score mass) or softmax (nucleus) [default: {_F.mode}]"),
+    filter_score: Optional[str] = typer.Option(
+        None, help=f"reward score to rank by: variance (RV) or std [default: {_F.score}]"),
+    keep: Optional[str] = typer.Option(
+        None, help=f"ranking filters keep the largest or the smallest scores [default: {_F.keep}]"),
+    include_zero: Optional[bool] = typer.Option(
+        None, "--include-zero/--exclude-zero",
+        help=f"may ranking filters keep zero-variance groups [default: {'include' if _F.include_zero else 'exclude'}]"),
+    loss_scaling: Optional[str] = typer.Option(
+        None, help=f"scale advantages by the kept share: none, linear or sqrt [default: {_F.loss_scaling}]"),
+    step_size_matching: Optional[bool] = typer.Option(
+        None, "--step-size-matching/--no-step-size-matching",
+        help=f"also scale advantages by rho [default: {'on' if _F.step_size_matching else 'off'}]"),
+    max_empty_steps: Optional[int] = typer.Option(
+        None, help=f"stop the run after N steps in a row with nothing kept [default: {_F.max_empty_steps}]"),
     algo: Optional[str] = typer.Option(None, help=f"update algorithm [default: {_D.algorithm.name}]"),
     steps: Optional[int] = typer.Option(None, help=f"rollout-update iterations [default: {_D.steps}]"),
     seed: Optional[int] = typer.Option(None, help=f"run seed [default: {_D.seed}]"),
@@ -92,29 +136,19 @@ def run(
     quiet: bool = typer.Option(False, help="no progress bar"),
 ) -> None:
     """Run rollout -> score -> filter -> update -> diagnose for --steps iterations."""
-    from mirage.core.loop import EmptyStepsError, execute
+    from mirage.core.loop import EmptyStepsError, FilterError, execute
 
-    data: dict[str, Any] = {}
-    try:
-        if experiment is not None:
-            experiments = load_registry(registry)
-            if experiment not in experiments:
-                _fail(f"unknown experiment {experiment!r}; valid: {', '.join(sorted(experiments))}")
-            data = experiments[experiment].base
-        if config_file is not None:
-            data = _merge(data, _read_config_file(config_file))
-    except ConfigError as error:
-        _fail(str(error))
-    for path, value in [
-        ("env.name", env), ("filter.name", filter), ("filter.rho", rho), ("algorithm.name", algo),
+    data = _start_data(experiment, registry, config_file)
+    _set_options(data, [
+        ("env.name", env), ("filter.name", filter), ("filter.rho", rho), ("filter.mode", filter_mode),
+        ("filter.score", filter_score), ("filter.keep", keep), ("filter.include_zero", include_zero),
+        ("filter.loss_scaling", loss_scaling), ("filter.step_size_matching", step_size_matching),
+        ("filter.max_empty_steps", max_empty_steps), ("algorithm.name", algo),
         ("steps", steps), ("seed", seed), ("model.path", model), ("rollout.prompts", prompts),
         ("rollout.group_size", group_size), ("algorithm.lr", lr), ("algorithm.entropy_coef", entropy_coef),
         ("algorithm.kl_coef", kl_coef), ("validation.every", val_every),
         ("validation.episodes", val_episodes),
-    ]:
-        _set(data, path, value)
-    if env_opt:
-        data.setdefault("env", {}).setdefault("options", {}).update(_parse_options(env_opt))
+    ], env_opt)
     target = db or default_db_path()
     try:
         config = None if resume else build_config(data)
@@ -124,7 +158,38 @@ def run(
     except EmptyStepsError as error:
         typer.echo(f"stopped: {error}", err=True)
         raise typer.Exit(1)
+    except FilterError as error:
+        typer.echo(f"failed: {error}", err=True)
+        raise typer.Exit(1)
     typer.echo(f"run {run_id} finished; results in {target}")
+
+
+@app.command()
+def preflight(
+    env: Optional[str] = typer.Option(None, help=f"environment name [default: {_D.env.name}]"),
+    env_opt: list[str] = typer.Option([], "--env-opt", help="environment option KEY=VALUE (repeatable), e.g. slip=0.1"),
+    config_file: Optional[Path] = typer.Option(None, "--config", help="JSON/YAML file with a (partial) RunConfig"),
+    seed: Optional[int] = typer.Option(None, help=f"run seed [default: {_D.seed}]"),
+    prompts: Optional[int] = typer.Option(None, help=f"P, prompts in the batch [default: {_D.rollout.prompts}]"),
+    group_size: Optional[int] = typer.Option(None, help=f"G, rollouts per prompt [default: {_D.rollout.group_size}]"),
+    model: Optional[str] = typer.Option(None, help="HF checkpoint dir or hub id [default: tiny warm-started model]"),
+) -> None:
+    """One rollout batch with the current policy: is RV filtering likely to help?
+
+    Prints the reward variance (RV) per prompt as a histogram, Std(RV)/Mean(RV), the
+    share of zero-variance prompts and the verdict of PAPER.md section 4's predictor."""
+    from mirage.core.preflight import run_preflight
+
+    data = _start_data(None, None, config_file)
+    _set_options(data, [
+        ("env.name", env), ("seed", seed), ("model.path", model), ("rollout.prompts", prompts),
+        ("rollout.group_size", group_size),
+    ], env_opt)
+    try:
+        report = run_preflight(build_config(data))
+    except ConfigError as error:
+        _fail(str(error))
+    typer.echo(report.render())
 
 
 @app.command()

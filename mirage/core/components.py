@@ -12,7 +12,9 @@ if TYPE_CHECKING:
 
 class Algorithm(Protocol):
     """Built as ``cls(config: RunConfig)``; ``update`` trains on ``batch.kept_groups()``
-    through ``run.backend`` and returns its metrics."""
+    through ``run.backend`` and returns its metrics. It may also define a classmethod
+    ``config_problem(config, backend_cls) -> str | None``: a one-line reason it cannot
+    run ``config`` with that backend (checked before any work), or None."""
 
     def __init__(self, config: "RunConfig") -> None: ...
 

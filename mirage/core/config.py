@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Section(BaseModel):
@@ -47,41 +47,155 @@ class RolloutConfig(_Section):
 
 
 class FilterConfig(_Section):
-    """Which groups the update sees (PAPER.md section 4)."""
+    """Which groups (or trajectories) the update sees, and how the loss is scaled after
+    filtering (PAPER.md sections 4 and 6; docs/filters.md). The defaults are the paper's
+    meaning; the reference code's choices are options."""
 
     name: str = "top_p"
-    rho: float = Field(0.9, description="kept mass (top_p) or kept fraction (top_k), in (0, 1]")
-    score: Literal["variance", "std"] = "variance"
-    include_zero: bool = False
-    max_empty_steps: int = Field(5, ge=1)
+    rho: float = Field(
+        0.9, description="top_p: kept share of the score mass; top_k, entropy, length: kept "
+        "fraction of the prompts; trajectory: kept share of each group's squared-deviation mass"
+    )
+    mode: Literal["linear", "softmax"] = Field(
+        "linear", description="top_p: accumulate sorted scores (linear) or nucleus selection "
+        "over softmax(scores) (softmax, the paper's main table)"
+    )
+    score: Literal["variance", "std"] = Field(
+        "variance", description="reward variance RV (the paper) or reward std (the reference code)"
+    )
+    include_zero: bool = Field(
+        False, description="ranking filters may keep groups whose G returns are all equal"
+    )
+    keep: Literal["largest", "smallest"] = Field(
+        "largest", description="keep the highest-ranked (largest) or lowest-ranked (smallest) items"
+    )
+    loss_scaling: Literal["none", "linear", "sqrt"] = Field(
+        "none", description="multiply advantages by the kept share of trajectories (linear) "
+        "or its square root (sqrt), as the reference code does"
+    )
+    step_size_matching: bool = Field(
+        False, description="also multiply advantages by rho (the paper's step-size matching)"
+    )
+    max_empty_steps: int = Field(5, ge=1, description="stop the run after this many steps in a row with nothing kept")
 
-    @model_validator(mode="after")
-    def _rho_in_range(self) -> "FilterConfig":
-        if not 0.0 < self.rho <= 1.0:
-            raise ValueError(f"rho must be in (0, 1], got {self.rho}")
-        return self
+    @field_validator("rho")
+    @classmethod
+    def _rho_in_range(cls, rho: float) -> float:
+        if not 0.0 < rho <= 1.0:  # also refuses NaN
+            raise ValueError("must be in (0, 1]")
+        return rho
+
+
+LossAggMode = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "token-sum"]
+
+# What each built-in algorithm sets (PAPER.md section 6; docs/algorithms.md). A setting
+# left None in the config takes its algorithm's value here, then the generic default
+# of AlgorithmConfig.resolve; an unknown (third-party) name gets GRPO's preset.
+ALGORITHM_PRESETS: dict[str, dict[str, Any]] = {
+    "ppo": {"adv_estimator": "gae", "loss_agg_mode": "token-mean"},
+    "grpo": {"adv_estimator": "grpo", "norm_adv_by_std": True, "loss_agg_mode": "seq-mean-token-mean"},
+    "drgrpo": {"adv_estimator": "grpo", "norm_adv_by_std": False, "loss_agg_mode": "seq-mean-token-sum"},
+    "dapo": {
+        "adv_estimator": "grpo",
+        "norm_adv_by_std": True,
+        "loss_agg_mode": "token-mean",
+        "clip_ratio_high": 0.28,
+        "dynamic_sampling": True,
+        "overlong_penalty": 1.0,
+    },
+}
 
 
 class AlgorithmConfig(_Section):
-    """Update hyper-parameters. The paper's lr 1e-6 is for 3B models. For the tiny
-    default policy, with its free-form (noisy) reasoning tokens, lr >= 1e-4 lowered
-    validation success on FrozenLake within 20 steps and 3e-5 barely moved it; 5e-5
-    with 4 mini-batches per iteration is the default (see bench/learning.py)."""
+    """Update hyper-parameters (docs/algorithms.md has the table per algorithm).
+
+    Settings that default to None are resolved when the RunConfig is built: first from
+    the algorithm's preset (:data:`ALGORITHM_PRESETS`), then from the generic defaults
+    in :meth:`resolve`. A setting the algorithm does not use (a critic's for GRPO,
+    dynamic sampling for PPO) stays None, so a stored config shows exactly what ran.
+
+    The paper's lr 1e-6 is for 3B models. For the tiny default policy, with its
+    free-form (noisy) reasoning tokens, lr >= 1e-4 lowered validation success on
+    FrozenLake within 20 steps and 3e-5 barely moved it; 5e-5 with 4 mini-batches per
+    iteration is the default (see bench/learning.py)."""
 
     name: str = "grpo"
-    lr: float = Field(5e-5, gt=0)
+    lr: float = Field(5e-5, gt=0, description="actor (policy) learning rate")
     entropy_coef: float = Field(0.001, ge=0)
-    kl_coef: float = Field(0.0, ge=0)
-    kl_penalty: str = "low_var_kl"
-    clip_ratio: float = Field(0.2, gt=0)
-    max_grad_norm: float = Field(1.0, gt=0)
+    kl_coef: float = Field(0.0, ge=0, description="KL penalty to the initial policy; 0: off (the reference)")
+    kl_penalty: Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"] = "low_var_kl"
+    max_grad_norm: float = Field(1.0, gt=0, description="gradient clipping (actor and critic)")
     mini_batch_size: int = Field(
         32, ge=1, description="trajectories per optimizer step (the reference's ppo_mini_batch_size)"
     )
     epochs: int = Field(1, ge=1, description="passes over the kept trajectories per iteration")
     micro_batch_size: int = Field(128, ge=1, description="turn rows per forward/backward")
-    loss_agg_mode: str | None = Field(None, description="None: the algorithm's own default")
-    norm_adv_by_std: bool = True
+    # ---- advantage estimator and loss (resolved per algorithm)
+    adv_estimator: Literal["gae", "grpo"] | None = Field(
+        None, description="veRL advantage estimator: gae (needs a critic) or grpo (group outcome)"
+    )
+    norm_adv_by_std: bool | None = Field(
+        None, description="grpo estimator: divide by the group's reward std (False: Dr. GRPO)"
+    )
+    loss_agg_mode: LossAggMode | None = Field(
+        None, description="veRL loss aggregation, with a whole trajectory as the sequence"
+    )
+    clip_ratio_low: float | None = Field(None, gt=0, lt=1, description="PPO clip: ratio >= 1 - low")
+    clip_ratio_high: float | None = Field(None, gt=0, description="PPO clip: ratio <= 1 + high (DAPO clip-higher)")
+    clip_ratio_c: float = Field(3.0, gt=1, description="dual-clip bound for negative advantages (veRL)")
+    # ---- critic, for the gae estimator
+    gamma: float | None = Field(None, ge=0, le=1, description="GAE discount")
+    lam: float | None = Field(None, ge=0, le=1, description="GAE lambda")
+    critic_lr: float | None = Field(None, gt=0, description="critic (value model) learning rate")
+    value_clip: float | None = Field(
+        None, gt=0, description="value clipping: new values stay within this of the old ones"
+    )
+    # ---- DAPO
+    dynamic_sampling: bool | None = Field(
+        None, description="drop groups whose returns are all equal and refill with extra rollout rounds"
+    )
+    extra_rollout_rounds: int | None = Field(
+        None, ge=0, description="dynamic sampling: most extra rollout rounds per iteration"
+    )
+    overlong_penalty: float | None = Field(
+        None, ge=0, description="soft overlong punishment: reward penalty at max_new_tokens (None: off)"
+    )
+    overlong_buffer: int | None = Field(
+        None, ge=1, description="the penalty grows linearly over the last this many tokens before max_new_tokens"
+    )
+
+    def resolve(self, max_new_tokens: int) -> None:
+        """Fill every None setting this algorithm uses: its preset, then generic defaults.
+
+        Generic defaults are the reference's (PAPER.md section 6) where it has one:
+        clip 0.2, GAE gamma = lambda = 1, value clip 0.5 (veRL's cliprange_value), 9
+        extra rollout rounds (DAPO's recipe caps generation at 10 batches), an overlong
+        buffer of 20% of the response budget (DAPO: 4,096 of 20,480 tokens). The critic
+        learns 10x faster than the actor, the reference's ratio (1e-5 vs 1e-6): 5e-4
+        for the tiny policy's 5e-5; its value head starts at zero and must catch up
+        with the returns within a few iterations.
+        """
+        preset = ALGORITHM_PRESETS.get(self.name, ALGORITHM_PRESETS["grpo"])
+        for key, value in preset.items():
+            if getattr(self, key) is None:
+                setattr(self, key, value)
+        low = self.clip_ratio_low = 0.2 if self.clip_ratio_low is None else self.clip_ratio_low
+        if self.clip_ratio_high is None:
+            self.clip_ratio_high = low
+        if self.dynamic_sampling is None:
+            self.dynamic_sampling = False
+        generic: dict[str, Any] = {}
+        if self.adv_estimator == "gae":
+            generic |= {"gamma": 1.0, "lam": 1.0, "critic_lr": 5e-4, "value_clip": 0.5}
+        if self.adv_estimator == "grpo":
+            generic["norm_adv_by_std"] = True
+        if self.dynamic_sampling:
+            generic["extra_rollout_rounds"] = 9
+        if self.overlong_penalty is not None:
+            generic["overlong_buffer"] = max(1, round(0.2 * max_new_tokens))
+        for key, value in generic.items():
+            if getattr(self, key) is None:
+                setattr(self, key, value)
 
 
 class ModelConfig(_Section):
@@ -136,6 +250,17 @@ class RunConfig(_Section):
     def _resolve_prompt(self) -> "RunConfig":
         if self.env.show_instruction is None:
             self.env.show_instruction = self.model.path is not None
+        return self
+
+    @model_validator(mode="after")
+    def _resolve_algorithm(self) -> "RunConfig":
+        self.algorithm.resolve(self.rollout.max_new_tokens)
+        buffer = self.algorithm.overlong_buffer
+        if buffer is not None and buffer > self.rollout.max_new_tokens:
+            raise ValueError(
+                f"algorithm.overlong_buffer ({buffer}) exceeds rollout.max_new_tokens "
+                f"({self.rollout.max_new_tokens})"
+            )
         return self
 
     def run_hash(self) -> str:

@@ -9,6 +9,7 @@ is written to the store as it finishes, and the policy is checkpointed every
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -19,8 +20,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from mirage.core.batch import Batch, make_batch
-from mirage.core.config import RunConfig
+from mirage.core.batch import Batch, Selection, make_batch
+from mirage.core.config import FilterConfig, RunConfig
 from mirage.core.plugins import Plugins, build_plugins
 from mirage.core.progress import Progress
 from mirage.core.session import RunSession
@@ -30,6 +31,10 @@ from mirage.core.validate import ConfigError, validate_config
 
 class EmptyStepsError(RuntimeError):
     """The filter kept nothing for too many steps in a row."""
+
+
+class FilterError(RuntimeError):
+    """A filter raised during selection; the message names it and its plugin."""
 
 
 def cache_dir() -> Path:
@@ -126,12 +131,14 @@ def run_step(run: RunSession, step: int) -> tuple[dict[str, float], Batch]:
     if step == 0:
         return metrics | timings, batch
     mark = time.perf_counter()
-    selection = run.hook.mirage_filter(run=run, batch=batch)
-    batch.apply(selection)
+    selection = apply_filter(run, batch)
     timings["time/filter"] = time.perf_counter() - mark
-    metrics |= selection.metrics
+    metrics |= selection.metrics | kept_metrics(batch)
+    batch.loss_scale = loss_scale(metrics["filter/kept_trajectories"] / len(batch.trajectories),
+                                  cfg.filter)
+    metrics["filter/loss_scale"] = batch.loss_scale
     mark = time.perf_counter()
-    if batch.kept_groups():
+    if metrics["filter/kept_trajectories"] > 0:  # else an empty step: nothing to train on
         metrics |= dict(run.hook.mirage_update(run=run, batch=batch) or {})
         run.state["empty_streak"] = 0
     else:
@@ -140,6 +147,43 @@ def run_step(run: RunSession, step: int) -> tuple[dict[str, float], Batch]:
     timings["time/update"] = time.perf_counter() - mark
     timings["time/step"] = time.perf_counter() - started
     return metrics | timings, batch
+
+
+def apply_filter(run: RunSession, batch: Batch) -> Selection:
+    """The filter stage: select and mark the kept groups. An exception in it is raised
+    again as a FilterError naming the filter and the plugin that registered it (the run
+    then fails with that message; the steps already stored stay)."""
+    try:
+        selection = run.hook.mirage_filter(run=run, batch=batch)
+        batch.apply(selection)
+        return selection
+    except Exception as error:
+        name = run.config.filter.name
+        owner = run.plugins.registries.filters.owner(name)
+        raise FilterError(
+            f"filter {name!r} (plugin {owner!r}) raised during selection at step {batch.step}: "
+            f"{type(error).__name__}: {error}"
+        ) from error
+
+
+def kept_metrics(batch: Batch) -> dict[str, float]:
+    """What the update will see, counted on the batch after the selection was applied
+    (so they are right whatever metrics a third-party filter reports)."""
+    kept = batch.kept_groups()
+    return {
+        "filter/kept_groups": float(len(kept)),
+        "filter/kept_ratio": batch.kept_ratio,
+        "filter/kept_trajectories": float(sum(len(g.kept_trajectories()) for g in kept)),
+    }
+
+
+def loss_scale(kept_share: float, config: FilterConfig) -> float:
+    """Advantage multiplier after filtering (PAPER.md section 6, reference code): the kept
+    share of the P x G trajectories (the kept group ratio for prompt-level filters) for
+    ``linear``, its square root for ``sqrt``, 1 for ``none``; times rho with
+    ``step_size_matching`` (PAPER.md section 4: the loss is scaled by rho)."""
+    scale = {"none": 1.0, "linear": kept_share, "sqrt": math.sqrt(kept_share)}[config.loss_scaling]
+    return scale * (config.rho if config.step_size_matching else 1.0)
 
 
 def diagnose(run: RunSession, batch: Batch) -> dict[str, float]:

@@ -31,7 +31,7 @@ DEFAULT_PLUGINS = (
     "mirage.plugins.rollout",
     "mirage.envs.plugin",
     "mirage.plugins.backend_local.plugin",
-    "mirage.plugins.algorithms",
+    "mirage.plugins.verl_algorithms.register",
     "mirage.plugins.filters",
     "mirage.plugins.diagnostics",
 )

@@ -40,7 +40,7 @@ def validate_config(config: RunConfig, plugins: Plugins) -> Any:
     try:
         env_cls = reg.envs.get(config.env.name)
         backend_cls = reg.backends.get(config.model.backend)
-        reg.algorithms.get(config.algorithm.name)
+        algorithm_cls = reg.algorithms.get(config.algorithm.name)
         filter_cls = reg.filters.get(config.filter.name)
         for name in config.diagnostics.names:
             reg.diagnostics.get(name)
@@ -58,5 +58,9 @@ def validate_config(config: RunConfig, plugins: Plugins) -> Any:
             f"group size >= 2 (got {config.rollout.group_size})"
         )
     if problem := backend_cls.config_problem(config):
+        raise ConfigError(problem)
+    # Optional on algorithms: e.g. PPO's GAE needs a backend that provides a critic.
+    algorithm_check = getattr(algorithm_cls, "config_problem", None)
+    if algorithm_check is not None and (problem := algorithm_check(config, backend_cls)):
         raise ConfigError(problem)
     return options

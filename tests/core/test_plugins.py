@@ -80,7 +80,8 @@ def test_throwaway_component_is_registered_with_its_owner(throwaway):
     assert filters.get("keep_first") is KeepFirst
     assert filters.owner("keep_first") == "throwaway"
     assert filters.owner("top_p") == "mirage.plugins.filters"
-    assert filters.names() == ["keep_first", "none", "top_p"]
+    assert filters.names() == ["entropy", "keep_first", "length", "none", "top_k", "top_p",
+                               "trajectory"]
 
 
 def test_plugin_info_lists_hooks_components_and_version(throwaway):
@@ -100,7 +101,8 @@ def test_builtin_plugin_infos():
     loaded = build_plugins()
     assert [i.name for i in loaded.infos] == list(DEFAULT_PLUGINS)
     assert all(i.builtin and i.version == MIRAGE_VERSION for i in loaded.infos)
-    assert loaded.info("mirage.plugins.filters").components == {"filters": ["none", "top_p"]}
+    assert loaded.info("mirage.plugins.filters").components == {
+        "filters": ["none", "top_p", "top_k", "trajectory", "entropy", "length"]}
     assert loaded.info("mirage.envs.plugin").components == {"envs": ["sokoban", "frozenlake"]}
     assert loaded.info("mirage.plugins.stages").hooks == [
         "mirage_diagnose", "mirage_filter", "mirage_score", "mirage_update"
@@ -326,8 +328,8 @@ def test_core_plugins_lists_builtins_with_versions_and_components(cli):
     assert listed == {
         "envs": {"sokoban", "frozenlake"},
         "backends": {"local"},
-        "algorithms": {"grpo"},
-        "filters": {"none", "top_p"},
+        "algorithms": {"ppo", "grpo", "dapo", "drgrpo"},
+        "filters": {"none", "top_p", "top_k", "trajectory", "entropy", "length"},
         "diagnostics": {"mi"},
     }
     assert "  hooks: mirage_rollout" in lines

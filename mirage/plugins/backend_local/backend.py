@@ -14,6 +14,7 @@ from transformers.utils import logging as hf_logging
 from mirage.core.backend import Backend, PolicyOutput
 from mirage.core.config import RunConfig
 from mirage.plugins.backend_local import model as model_lib
+from mirage.plugins.backend_local.critic import ValueModel
 from mirage.plugins.backend_local.warmstart import warm_start
 
 SCORE_CHUNK = 128  # MEASURED.md: chunks of 128 score faster than one big batch on CPU
@@ -21,6 +22,8 @@ SCORE_CHUNK = 128  # MEASURED.md: chunks of 128 score faster than one big batch 
 
 class LocalBackend(Backend):
     """A transformers causal LM on this machine's CPU (or GPU when one is visible)."""
+
+    supports_critic = True
 
     def __init__(self, config: RunConfig):
         super().__init__(config)
@@ -31,6 +34,9 @@ class LocalBackend(Backend):
         self.tokenizer = None
         self.optimizer = None
         self._reference = None
+        self.critic = None  # ValueModel, built by init_critic (PPO)
+        self.critic_optimizer = None
+        self._critic_lr = None
 
     # ------------------------------------------------------------------ setup
     @classmethod
@@ -86,8 +92,10 @@ class LocalBackend(Backend):
         return responses
 
     # ------------------------------------------------------------------ scoring
-    def _per_token(self, model, contexts, responses) -> PolicyOutput:
-        """Teacher-forced log-probs and entropies of ``responses`` after ``contexts``."""
+    def _pack(self, contexts, responses):
+        """Right-padded ``context + response`` ids and attention mask ``[B, T]``, the
+        positions ``[B, L]`` whose next-token prediction is a response token, and the
+        response mask ``[B, L]``."""
         pad = self.tokenizer.pad_token_id
         lengths = [len(c) + len(r) for c, r in zip(contexts, responses)]
         width, resp_width = max(lengths), max(len(r) for r in responses)
@@ -97,12 +105,17 @@ class LocalBackend(Backend):
             ids[row, : len(c) + len(r)] = torch.tensor(c + r)
             mask[row, : len(c) + len(r)] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)
-        logits = model(input_ids=ids, attention_mask=mask).logits.float()
-        # Positions whose next-token prediction is a response token.
         starts = torch.tensor([len(c) - 1 for c in contexts], device=self.device)
         offsets = torch.arange(resp_width, device=self.device)
         positions = (starts[:, None] + offsets[None, :]).clamp(max=width - 2)
         resp_mask = (offsets[None, :] < torch.tensor([len(r) for r in responses], device=self.device)[:, None])
+        return ids, mask, positions, resp_mask
+
+    def _per_token(self, model, contexts, responses) -> PolicyOutput:
+        """Teacher-forced log-probs and entropies of ``responses`` after ``contexts``."""
+        ids, mask, positions, resp_mask = self._pack(contexts, responses)
+        width = ids.size(1)
+        logits = model(input_ids=ids, attention_mask=mask).logits.float()
         picked = logits.gather(1, positions[:, :, None].expand(-1, -1, logits.size(-1)))
         log_probs = F.log_softmax(picked, dim=-1)
         targets = ids.gather(1, (positions + 1).clamp(max=width - 1))
@@ -144,6 +157,29 @@ class LocalBackend(Backend):
         self.optimizer.zero_grad(set_to_none=True)
         return float(norm)
 
+    # ------------------------------------------------------------------ critic
+    def init_critic(self, lr: float) -> None:
+        self.critic = ValueModel(self.model).to(self.device)
+        self._critic_lr = lr
+        self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=lr, weight_decay=0.0)
+
+    def has_critic(self) -> bool:
+        return self.critic is not None
+
+    def values(self, contexts, responses) -> torch.Tensor:
+        if self.critic is None:
+            raise RuntimeError("no critic: call init_critic() first")
+        self.critic.train()
+        ids, mask, positions, resp_mask = self._pack(contexts, responses)
+        # V(s_t) is read where token t is predicted: after the context and response[:t].
+        return self.critic(ids, mask).gather(1, positions) * resp_mask.float()
+
+    def critic_step(self, max_grad_norm: float) -> float:
+        norm = torch.nn.utils.clip_grad_norm_(self.critic.parameters(), max_grad_norm)
+        self.critic_optimizer.step()
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        return float(norm)
+
     # ------------------------------------------------------------------ checkpoints
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -152,7 +188,12 @@ class LocalBackend(Backend):
         torch.save(self.optimizer.state_dict(), directory / "optimizer.pt")
         if self._reference is not None:
             self._reference.save_pretrained(directory / "reference")
-        (directory / "backend.json").write_text(json.dumps({"reference": self._reference is not None}))
+        if self.critic is not None:
+            torch.save(self.critic.state_dict(), directory / "critic.pt")
+            torch.save(self.critic_optimizer.state_dict(), directory / "critic_optimizer.pt")
+        (directory / "backend.json").write_text(json.dumps(
+            {"reference": self._reference is not None, "critic_lr": self._critic_lr}
+        ))
 
     def load(self, directory: Path) -> None:
         self.model, self.tokenizer = model_lib.load_pretrained(str(directory / "policy"))
@@ -161,9 +202,14 @@ class LocalBackend(Backend):
             self.model.parameters(), lr=self.config.algorithm.lr, weight_decay=0.0
         )
         self.optimizer.load_state_dict(torch.load(directory / "optimizer.pt"))
-        if json.loads((directory / "backend.json").read_text())["reference"]:
+        saved = json.loads((directory / "backend.json").read_text())
+        if saved["reference"]:
             self._reference, _ = model_lib.load_pretrained(str(directory / "reference"))
             self._reference.to(self.device).eval()
+        if saved.get("critic_lr") is not None:
+            self.init_critic(saved["critic_lr"])  # the structure; the weights follow
+            self.critic.load_state_dict(torch.load(directory / "critic.pt"))
+            self.critic_optimizer.load_state_dict(torch.load(directory / "critic_optimizer.pt"))
 
 
 def _concat(parts: list[PolicyOutput]) -> PolicyOutput:

@@ -1,0 +1,28 @@
+"""The critic for PPO: a copy of the policy's transformer with a scalar value head.
+
+veRL's critic is a separate model initialised from the actor's checkpoint with a fresh
+value head; this is the same at the local backend's scale. The head starts at zero, so
+the first values are 0 and the first GAE advantages are the plain returns.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+
+class ValueModel(nn.Module):
+    """``forward(input_ids, attention_mask) -> [B, T]`` value at every position."""
+
+    def __init__(self, policy: nn.Module):
+        super().__init__()
+        self.backbone = copy.deepcopy(policy.base_model)  # the transformer without its LM head
+        self.head = nn.Linear(policy.config.hidden_size, 1)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return self.head(hidden.float()).squeeze(-1)

@@ -1,0 +1,88 @@
+"""Prompt-level filters: each keeps or drops whole groups (all G trajectories of a prompt).
+
+``top_p`` and ``top_k`` rank by the reward score (``FilterConfig.score``: RV or std);
+``entropy`` and ``length`` rank by mean policy entropy or mean response length and keep a
+``rho`` fraction like ``top_k``. ``FilterConfig.keep`` flips every ranking, and with
+``include_zero`` False no ranking filter keeps a zero-variance group.
+"""
+
+from __future__ import annotations
+
+from mirage.core.batch import Batch, Selection
+from mirage.core.config import FilterConfig
+from mirage.plugins.filters.metrics import selection_metrics
+from mirage.plugins.filters.rules import softmax_top_p_indices, top_k_indices, top_p_indices
+from mirage.plugins.filters.scores import (
+    eligible_groups, group_scores, mean_entropy, mean_response_tokens,
+)
+
+
+class NoFilter:
+    """Keeps every group (the paper's no-filter baseline)."""
+
+    requires_variance = False
+
+    def __init__(self, config: FilterConfig):
+        self.config = config
+
+    def select(self, batch: Batch) -> Selection:
+        kept = list(range(len(batch.groups)))
+        return Selection(kept, metrics=selection_metrics(batch, group_scores(batch, self.config.score), kept))
+
+
+class RankingFilter:
+    """Shared shape of the ranking filters: ``ranked_by`` gives one score per group,
+    ``choose`` turns scores into kept indices with one rule from ``rules``."""
+
+    requires_variance = True
+
+    def __init__(self, config: FilterConfig):
+        self.config = config
+
+    def ranked_by(self, batch: Batch) -> list[float]:
+        return group_scores(batch, self.config.score)
+
+    def choose(self, scores: list[float], eligible: list[bool]) -> list[int]:
+        raise NotImplementedError
+
+    def select(self, batch: Batch) -> Selection:
+        kept = self.choose(self.ranked_by(batch), eligible_groups(batch, self.config.include_zero))
+        return Selection(kept, metrics=selection_metrics(batch, group_scores(batch, self.config.score), kept))
+
+
+class TopPFilter(RankingFilter):
+    """Keeps the best-ranked groups until a ``rho`` share of the score mass (linear) or of
+    the softmax probability (softmax) is reached (PAPER.md sections 4 and 6)."""
+
+    def choose(self, scores: list[float], eligible: list[bool]) -> list[int]:
+        # A group scores 0 exactly when it has no variance, so ``include_zero`` already
+        # says which groups are eligible.
+        rule = top_p_indices if self.config.mode == "linear" else softmax_top_p_indices
+        return rule(scores, self.config.rho, self.config.include_zero, self.config.keep)
+
+
+class TopKFilter(RankingFilter):
+    """Keeps ``max(1, int(rho * P))`` groups, best-ranked first."""
+
+    def choose(self, scores: list[float], eligible: list[bool]) -> list[int]:
+        return top_k_indices(scores, self.config.rho, self.config.keep, eligible)
+
+
+class EntropyFilter(TopKFilter):
+    """Ranks groups by the mean policy entropy of their responses
+    (:func:`mirage.plugins.filters.scores.mean_entropy`), keeps a ``rho`` fraction."""
+
+    requires_variance = False
+
+    def ranked_by(self, batch: Batch) -> list[float]:
+        return [mean_entropy(g) for g in batch.groups]
+
+
+class LengthFilter(TopKFilter):
+    """Ranks groups by mean response length in tokens
+    (:func:`mirage.plugins.filters.scores.mean_response_tokens`), keeps a ``rho`` fraction."""
+
+    requires_variance = False
+
+    def ranked_by(self, batch: Batch) -> list[float]:
+        return [mean_response_tokens(g) for g in batch.groups]

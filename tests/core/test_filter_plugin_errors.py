@@ -1,0 +1,194 @@
+"""Filters from other plugins in whole runs (mirage/core/loop.py): a filter that raises
+stops the run with an error naming its plugin, a filter that keeps nothing stops it
+after ``max_empty_steps``, the loop's loss scale reaches the update, and the installed
+example package works through the real ``core run --filter best_half``.
+
+Throwaway plugins are registered with ``build_plugins(extra=...)`` and passed to
+``execute``; every run uses the tiny config from conftest.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from types import ModuleType
+
+import pytest
+from typer.testing import CliRunner
+
+from mirage.core import loop
+from mirage.core.batch import Batch, Selection
+from mirage.core.cli import app
+from mirage.core.hookspecs import hookimpl
+from mirage.core.loop import EmptyStepsError, FilterError, execute
+from mirage.core.plugins import build_plugins
+from mirage.core.store import RunStore
+from mirage.core.validate import build_config
+
+
+class BoomFilter:
+    """Keeps everything at step 1, raises from step 2 on."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def select(self, batch: Batch) -> Selection:
+        if batch.step >= 2:
+            raise ValueError("selection exploded")
+        return Selection(list(range(len(batch.groups))))
+
+
+class NothingFilter:
+    """Keeps no group."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def select(self, batch: Batch) -> Selection:
+        return Selection([])
+
+
+class FirstFilter:
+    """Keeps group 0 only."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def select(self, batch: Batch) -> Selection:
+        return Selection([0])
+
+
+def boom_module() -> ModuleType:
+    module = ModuleType("boom_plugin")
+    module.__version__ = "0.0.1"
+
+    @hookimpl
+    def mirage_register_filters(register):
+        register("boom", BoomFilter)
+        register("nothing", NothingFilter)
+        register("first", FirstFilter)
+
+    module.mirage_register_filters = mirage_register_filters
+    return module
+
+
+@pytest.fixture
+def boom_plugins():
+    return build_plugins(extra=[("boom_plugin", boom_module())])
+
+
+def metric_table(store: RunStore, run_id: str) -> dict[tuple[int, str], float]:
+    return {(step, name): value for step, name, value in store.metrics(run_id)}
+
+
+# --------------------------------------------------------------------------- a filter that raises
+
+
+@pytest.mark.slow
+def test_a_raising_filter_fails_the_run_naming_its_plugin(boom_plugins, tiny_config, tmp_path):
+    data = tiny_config()
+    data["filter"] = {"name": "boom"}
+    data["steps"] = 3
+    db = tmp_path / "runs.duckdb"
+    with pytest.raises(FilterError) as info:
+        execute(build_config(data), db, plugins=boom_plugins, progress=False)
+    message = str(info.value)
+    assert "'boom'" in message and "'boom_plugin'" in message
+    assert "step 2" in message and "ValueError: selection exploded" in message
+    assert isinstance(info.value.__cause__, ValueError)
+
+    store = RunStore(db)
+    (row,) = store.list_runs()
+    assert row["status"] == "failed"
+    assert "boom_plugin" in row["error"] and "'boom'" in row["error"]
+    assert "selection exploded" in row["error"]
+    # steps 0 and 1 finished and stay; step 2 never was written
+    assert sorted({step for step, _, _ in store.metrics(row["run_id"])}) == [0, 1]
+    assert [g["kept"] for g in store.groups(row["run_id"], step=1)] == [True, True]
+
+
+def test_cli_reports_a_filter_failure_in_one_line(monkeypatch, tiny_config_file, tmp_path):
+    def failing_execute(*args, **kwargs):
+        raise FilterError("filter 'boom' (plugin 'boom_plugin') raised during selection at step 2: "
+                          "ValueError: selection exploded")
+
+    monkeypatch.setattr(loop, "execute", failing_execute)
+    result = CliRunner().invoke(app, ["run", "--config", str(tiny_config_file), "--quiet",
+                                      "--db", str(tmp_path / "runs.duckdb")])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        "failed: filter 'boom' (plugin 'boom_plugin') raised during selection at step 2: "
+        "ValueError: selection exploded"
+    ]
+
+
+# --------------------------------------------------------------------------- empty kept sets
+
+
+@pytest.mark.slow
+def test_empty_steps_skip_the_update_and_stop_the_run(boom_plugins, tiny_config, tmp_path):
+    data = tiny_config()
+    data["filter"] = {"name": "nothing", "max_empty_steps": 2}
+    data["steps"] = 5
+    db = tmp_path / "runs.duckdb"
+    with pytest.raises(EmptyStepsError, match="'nothing' kept no group for 2 steps in a row"):
+        execute(build_config(data), db, plugins=boom_plugins, progress=False)
+    store = RunStore(db)
+    (row,) = store.list_runs()
+    assert row["status"] == "stopped"
+    table = metric_table(store, row["run_id"])
+    assert sorted({step for step, _ in table}) == [0, 1, 2]
+    assert [table[(s, "filter/empty_streak")] for s in (1, 2)] == [1.0, 2.0]
+    assert all(table[(s, "filter/kept_groups")] == 0.0 for s in (1, 2))
+    assert not any(name.startswith("update/") for _, name in table), "an empty step was trained on"
+    assert [e["step"] for e in store.events(row["run_id"]) if e["kind"] == "stopped"] == [2]
+
+
+# --------------------------------------------------------------------------- loss scaling
+
+
+@pytest.mark.slow
+def test_loss_scale_is_recorded_and_reaches_the_update(boom_plugins, tiny_config, tmp_path,
+                                                       monkeypatch):
+    data = tiny_config()
+    # keep 1 of P = 2 groups: sqrt(1/2) * rho 0.5
+    data["filter"] = {"name": "first", "rho": 0.5, "loss_scaling": "sqrt", "step_size_matching": True}
+    data["steps"] = 2
+    db = tmp_path / "runs.duckdb"
+    seen: list[float] = []
+    algo_cls = boom_plugins.registries.algorithms.get("grpo")
+    original = algo_cls.update
+
+    def spy(self, run, batch):
+        seen.append(batch.loss_scale)
+        return original(self, run, batch)
+
+    monkeypatch.setattr(algo_cls, "update", spy)
+    run_id = execute(build_config(data), db, plugins=boom_plugins, progress=False)
+    table = metric_table(RunStore(db), run_id)
+    expected = math.sqrt(0.5) * 0.5
+    assert seen == pytest.approx([expected, expected])
+    for step in (1, 2):
+        assert table[(step, "filter/loss_scale")] == pytest.approx(expected)
+        assert table[(step, "filter/kept_groups")] == 1.0
+        assert table[(step, "filter/kept_trajectories")] == 4.0  # G = 4
+        assert table[(step, "update/trajectories")] == 4.0
+
+
+# --------------------------------------------------------------------------- the example package
+
+
+@pytest.mark.slow
+@pytest.mark.plugin_autoload
+def test_core_run_with_the_installed_example_filter(cli, tiny_config_file, tmp_path):
+    db = tmp_path / "runs.duckdb"
+    code, out, err = cli("run", "--config", tiny_config_file, "--db", db, "--quiet",
+                         "--filter", "best_half", "--steps", "1")
+    assert code == 0, err
+    run_id = re.search(r"run (\S+) finished", out).group(1)
+    store = RunStore(db)
+    row = store.get_run(run_id)
+    assert row["status"] == "finished"
+    assert row["config"]["filter"]["name"] == "best_half"
+    assert {"name": "example_filter", "version": "0.1.0"} in row["plugins"]
+    assert sum(g["kept"] for g in store.groups(run_id, step=1)) == 1  # ceil(2 / 2)
