@@ -44,6 +44,8 @@ def cell_config(algo: str, seed: int, args: argparse.Namespace) -> RunConfig:
              "algorithm": {"name": algo}, "seed": seed}
     if args.steps:
         data["steps"] = args.steps
+    if args.threads:
+        data["threads"] = args.threads
     return build_config(data)
 
 
@@ -61,6 +63,7 @@ def main() -> None:
     parser.add_argument("--filter", default="none", help="filter for every run [default: none]")
     parser.add_argument("--algos", nargs="+", default=ALGORITHMS)
     parser.add_argument("--tiny", action="store_true", help="tiny config, 2 steps: does the bench work?")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads per run [default: the config's]")
     parser.add_argument("--db", type=Path, default=None,
                         help="run store [default: bench/algorithms.duckdb, or bench/algorithms-tiny.duckdb]")
     args = parser.parse_args()
@@ -68,8 +71,8 @@ def main() -> None:
 
     store = RunStore(db)
     results: dict[str, list[dict[str, float]]] = {}
-    for algo in args.algos:
-        for seed in args.seeds:
+    for seed in args.seeds:  # seed-major: one warm start serves every algorithm in turn
+        for algo in args.algos:
             config = cell_config(algo, seed, args)
             run_id = finished_run(store, config) or execute(config, db, progress=not args.tiny)
             metrics = store.metrics(run_id)
