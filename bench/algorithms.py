@@ -49,12 +49,6 @@ def cell_config(algo: str, seed: int, args: argparse.Namespace) -> RunConfig:
     return build_config(data)
 
 
-def finished_run(store: RunStore, config: RunConfig) -> str | None:
-    for row in store.list_runs():
-        if row["status"] == "finished" and row["config"] == config.model_dump(mode="json"):
-            return row["run_id"]
-    return None
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -74,7 +68,7 @@ def main() -> None:
     for seed in args.seeds:  # seed-major: one warm start serves every algorithm in turn
         for algo in args.algos:
             config = cell_config(algo, seed, args)
-            run_id = finished_run(store, config) or execute(config, db, progress=not args.tiny)
+            run_id = store.finished_run(config.model_dump(mode="json")) or execute(config, db, progress=not args.tiny)
             metrics = store.metrics(run_id)
             last = max(step for step, _, _ in metrics)
             values = {f"{name}@{step}": value for step, name, value in metrics if step in (0, last)}

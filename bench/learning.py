@@ -25,12 +25,6 @@ SHOWN = [
 ]
 
 
-def finished_run(store: RunStore, config) -> str | None:
-    for row in store.list_runs():
-        if row["status"] == "finished" and row["config"] == config.model_dump(mode="json"):
-            return row["run_id"]
-    return None
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -44,7 +38,7 @@ def main() -> None:
     for point, config in load_registry()[args.experiment].cells():
         if args.steps:
             config = config.model_copy(update={"steps": args.steps})
-        run_id = finished_run(store, config) or execute(config, args.db, progress=True)
+        run_id = store.finished_run(config.model_dump(mode="json")) or execute(config, args.db, progress=True)
         metrics = store.metrics(run_id)
         last = max(step for step, _, _ in metrics)
         values = {f"{name}@{step}": value for step, name, value in metrics if step in (0, last)}

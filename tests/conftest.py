@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import os
 import subprocess
 import sys
@@ -118,3 +119,13 @@ def cli_argv() -> Callable[..., list[str]]:
 def cli() -> Callable[..., CliResult]:
     """The ``run_cli`` helper as a fixture (the environment fixtures apply to it)."""
     return run_cli
+
+
+@pytest.fixture(scope="session")
+def documented_metric_names() -> set[str]:
+    """Every metric name in the first column of docs/metrics.md's table."""
+    names: set[str] = set()
+    for line in (REPO / "docs" / "metrics.md").read_text().splitlines():
+        if line.startswith("| `"):
+            names.update(re.findall(r"`([a-z_]+/[a-z_/]+)`", line.split("|")[1]))
+    return names

@@ -303,6 +303,14 @@ class RunStore:
         """All runs, oldest first, in the same form as ``get_run``."""
         return self._runs("", [])
 
+    def finished_run(self, config: Mapping[str, Any]) -> str | None:
+        """The id of a finished run whose stored config equals ``config``, or None
+        (lets a benchmark or a sweep reuse work already done)."""
+        for row in self.list_runs():
+            if row["status"] == "finished" and row["config"] == config:
+                return row["run_id"]
+        return None
+
     def metrics(self, run_id: str, name: str | None = None) -> list[tuple[int, str, float]]:
         """``(step, name, value)`` rows of a run (optionally one metric), by step then name."""
         where, params = ("", [run_id]) if name is None else (" AND name = ?", [run_id, name])

@@ -280,3 +280,15 @@ def test_reader_in_other_process_between_writes(tmp_path: Path) -> None:
     store.record_step("r", 2, {"loss": 0.5})  # the writer carries on after the reader
     assert store.snapshot()["metrics"] == 2
     assert os.path.getsize(path) > 0
+
+
+def test_finished_run_finds_only_finished_runs_with_the_same_config(tmp_path):
+    store = RunStore(tmp_path / "runs.duckdb")
+    store.create_run("a", {"seed": 1}, [], None)
+    assert store.finished_run({"seed": 1}) is None  # still running
+    store.set_status("a", "finished")
+    store.create_run("b", {"seed": 2}, [], None)
+    store.set_status("b", "failed", "boom")
+    assert store.finished_run({"seed": 1}) == "a"
+    assert store.finished_run({"seed": 2}) is None
+    assert store.finished_run({"seed": 3}) is None

@@ -151,17 +151,10 @@ def test_bad_algorithm_settings_fail_in_one_line(algorithm, fragments, make_conf
 # --------------------------------------------------------------------------- whole runs
 
 
-def documented_metric_names() -> set[str]:
-    names: set[str] = set()
-    for line in METRICS_DOC.read_text().splitlines():
-        if line.startswith("| `"):
-            names.update(re.findall(r"`([a-z_]+/[a-z_/]+)`", line.split("|")[1]))
-    return names
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", sorted(RESOLVED))
-def test_core_run_each_algorithm_on_frozenlake(algo, cli, tiny_config_file, tmp_path):
+def test_core_run_each_algorithm_on_frozenlake(algo, cli, tiny_config_file, tmp_path,
+                                               documented_metric_names):
     db = tmp_path / "runs.duckdb"
     code, out, err = cli("run", "--env", "frozenlake", "--algo", algo, "--filter", "none",
                          "--config", tiny_config_file, "--steps", "2", "--db", db, "--quiet")
@@ -172,7 +165,7 @@ def test_core_run_each_algorithm_on_frozenlake(algo, cli, tiny_config_file, tmp_
     assert row["config"]["algorithm"] == {"name": algo, **RESOLVED[algo]}
     metrics = {(step, name) for step, name, _ in store.metrics(row["run_id"])}
     assert {(1, "update/trajectories"), (2, "update/trajectories")} <= metrics
-    assert {name for _, name in metrics} <= documented_metric_names()
+    assert {name for _, name in metrics} <= documented_metric_names
     if algo == "ppo":
         assert (2, "update/value_loss") in metrics
     if algo == "dapo":

@@ -64,11 +64,11 @@ def _gae_by_hand(rewards, values, gamma, lam):
     """Per trajectory: rewards at each turn's last token, TD errors with V after the last
     token = 0, A_t = sum_l (gamma lam)^l delta_{t+l} (closed form, not a recursion)."""
     advantages, returns = [], []
-    for turn_rewards, turn_values in zip(rewards, values):
+    for rewards_of_turns, turn_values in zip(rewards, values):
         r = [0.0] * sum(len(v) for v in turn_values)
         v = [x for turn in turn_values for x in turn]
         end = 0
-        for reward, turn in zip(turn_rewards, turn_values):
+        for reward, turn in zip(rewards_of_turns, turn_values):
             end += len(turn)
             r[end - 1] += reward
         delta = [r[t] + gamma * (v[t + 1] if t + 1 < len(v) else 0.0) - v[t] for t in range(len(v))]
