@@ -15,9 +15,11 @@ suite's tiny config for 2 steps: a check that the bench works, not a measurement
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 from pathlib import Path
 
+from mirage.core import presets
 from mirage.core.config import RunConfig
 from mirage.core.loop import execute
 from mirage.core.store import RunStore
@@ -25,21 +27,12 @@ from mirage.core.validate import build_config
 
 ALGORITHMS = ["ppo", "grpo", "dapo", "drgrpo"]
 SHOWN = [("val/success", "t=0.5"), ("val_greedy/success", "greedy")]
-# The test suite's tiny config (tests/conftest.py): seconds per run.
-TINY = {
-    "model": {"hidden": 32, "layers": 1, "heads": 2, "warmstart_episodes": 40,
-              "warmstart_steps": 15, "warmstart_batch": 16},
-    "rollout": {"prompts": 2, "group_size": 4, "max_new_tokens": 32},
-    "validation": {"episodes": 4, "every": 2},
-    "diagnostics": {"every": 1},
-    "steps": 2,
-    "checkpoint_every": 1,
-    "threads": 1,
-}
+# The test suite's tiny config (mirage/core/presets.py), 2 steps: seconds per run.
+TINY = {**copy.deepcopy(presets.TINY), "steps": 2}
 
 
 def cell_config(algo: str, seed: int, args: argparse.Namespace) -> RunConfig:
-    data = dict(TINY) if args.tiny else {}
+    data = copy.deepcopy(TINY) if args.tiny else {}
     data |= {"env": {"name": "frozenlake"}, "filter": {"name": args.filter},
              "algorithm": {"name": algo}, "seed": seed}
     if args.steps:

@@ -25,10 +25,10 @@ from pathlib import Path
 
 from mirage.core.loop import execute
 from mirage.core.store import RunStore
+from mirage.core import presets
 from mirage.core.validate import build_config
 
-TINY_MODEL = {"hidden": 32, "layers": 1, "heads": 2, "warmstart_episodes": 40,
-              "warmstart_steps": 15, "warmstart_batch": 16}
+TINY_MODEL = presets.TINY["model"]  # the test suite's tiny model
 CASES = [("none", {"name": "none"}), ("top_p 0.9", {"name": "top_p", "rho": 0.9})]
 STAGES = ["time/rollout", "time/score", "time/filter", "time/update", "time/step"]
 
@@ -43,7 +43,7 @@ def config_data(args: argparse.Namespace, filter_options: dict) -> dict:
         "diagnostics": {"names": []},
     }
     if args.tiny:
-        data["model"] = TINY_MODEL
+        data["model"] = dict(TINY_MODEL)
     return data
 
 

@@ -25,25 +25,11 @@ from typing import Callable
 import pytest
 import yaml
 
+from mirage.core.presets import TINY
+
 REPO = Path(__file__).resolve().parents[1]
 
-TINY_CONFIG = {
-    "env": {"name": "frozenlake"},
-    "model": {
-        "hidden": 32,
-        "layers": 1,
-        "heads": 2,
-        "warmstart_episodes": 40,
-        "warmstart_steps": 15,
-        "warmstart_batch": 16,
-    },
-    "rollout": {"prompts": 2, "group_size": 4, "max_new_tokens": 32},
-    "validation": {"episodes": 4, "every": 2},
-    "diagnostics": {"every": 1},
-    "steps": 4,
-    "checkpoint_every": 1,
-    "threads": 1,
-}
+TINY_CONFIG = {"env": {"name": "frozenlake"}, **copy.deepcopy(TINY)}
 
 CliResult = tuple[int, str, str]
 
