@@ -14,7 +14,6 @@ import importlib
 import os
 from dataclasses import dataclass, field
 from importlib import metadata
-from types import ModuleType
 from typing import Any
 
 import pluggy
@@ -136,8 +135,3 @@ def _run_registration(
 
         impl.function(register=register)
 
-
-def describe(module: ModuleType | object) -> str:
-    """First docstring line of a plugin, for ``core plugins``."""
-    doc = (getattr(module, "__doc__", None) or "").strip()
-    return doc.splitlines()[0] if doc else ""

@@ -28,8 +28,5 @@ class Progress:
         else:
             self._bar.refresh()
 
-    def write(self, message: str) -> None:
-        self._bar.write(message)
-
     def close(self) -> None:
         self._bar.close()
