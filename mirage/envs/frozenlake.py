@@ -15,15 +15,17 @@ import random
 
 from pydantic import Field
 
-from mirage.core.env import Demonstrator, EnvOptions, Environment, StepOutcome
+from mirage.core.env import Demonstrator, Environment, StepOutcome
 from mirage.envs.phrasing import (
     ACTIONS,
     MOVES,
     PERPENDICULAR,
     PersonaDemonstrator,
+    PersonaOptions,
     bfs_path,
     check_action,
     demo_success_rates,
+    neighbour_line,
     relative,
     say_actions,
 )
@@ -44,15 +46,12 @@ _TEMPLATES = [
 ]
 
 
-class FrozenLakeOptions(EnvOptions):
+class FrozenLakeOptions(PersonaOptions):
     """Map size, hole density and slip probability (0 = deterministic moves)."""
 
     size: int = Field(4, ge=2)
     hole_prob: float = Field(0.2, ge=0, lt=1)
     slip: float = Field(0.0, ge=0, le=1)
-    # Demonstrations only: a careless majority makes the greedy warm-started policy repeat
-    # the careless persona's structured mistakes, which RL then has room to fix.
-    careful_share: float = Field(0.3, ge=0, le=1)
 
 
 class FrozenLake(Environment):
@@ -157,7 +156,7 @@ class FrozenLake(Environment):
         pr, pc = self.player
         gr, gc = self.goal
         lines.append(f"Player at row {pr} col {pc} . Goal at row {gr} col {gc} .")
-        lines.append(" , ".join(f"{a} : {self._describe(a)}" for a in ACTIONS) + " .")
+        lines.append(neighbour_line(self._describe))
         return "\n".join(lines)
 
     def _describe(self, action: str) -> str:

@@ -13,11 +13,12 @@ from collections.abc import Callable, Hashable, Iterable
 from string import Formatter
 from typing import TypeVar
 
-from mirage.core.env import DemoTurn
+from pydantic import Field
+
+from mirage.core.env import DemoTurn, EnvOptions
 
 State = TypeVar("State", bound=Hashable)
 PERSONAS = ("careful", "careless")
-NOISE_RATE = 0.1  # share of demonstrated actions replaced by a uniformly random one
 
 MOVES: dict[str, tuple[int, int]] = {
     "Up": (-1, 0), "Down": (1, 0), "Left": (0, -1), "Right": (0, 1)
@@ -29,6 +30,17 @@ PERPENDICULAR: dict[str, tuple[str, str]] = {
     "Left": ("Up", "Down"),
     "Right": ("Up", "Down"),
 }
+
+
+class PersonaOptions(EnvOptions):
+    """Demonstration settings shared by the persona environments (docs/warm-start.md)."""
+
+    # A careless majority makes the greedy warm-started policy repeat the careless
+    # persona's structured mistakes, which RL then has room to fix.
+    careful_share: float = Field(0.3, ge=0, le=1, description="share of careful demonstrated episodes")
+    demo_noise: float = Field(
+        0.1, ge=0, le=1, description="share of demonstrated actions replaced by a uniformly random one"
+    )
 
 
 def check_action(action: str) -> tuple[int, int]:
@@ -106,6 +118,11 @@ def heading(dr: int, dc: int) -> str:
     return " and ".join(w for w in (vertical, horizontal) if w) or "nowhere"
 
 
+def neighbour_line(describe: Callable[[str], str]) -> str:
+    """What lies one step away in each direction: 'Up : wall , Down : floor , ... .'"""
+    return " , ".join(f"{a} : {describe(a)}" for a in ACTIONS) + " ."
+
+
 def say_actions(actions: list[str]) -> str:
     """Describe one or two moves: 'down twice', 'up then left', 'right'."""
     words = [a.lower() for a in actions]
@@ -154,7 +171,7 @@ class PersonaDemonstrator:
     def __call__(self) -> DemoTurn:
         plan = self.env.solve() if self.persona == "careful" else self.env.greedy_plan()
         plan = plan or [self.rng.choice(ACTIONS)]
-        actions = add_noise(self.rng, plan[: turn_length(self.rng, len(plan))], NOISE_RATE)
+        actions = add_noise(self.rng, plan[: turn_length(self.rng, len(plan))], self.env.options.demo_noise)
         return DemoTurn(phrase(self.rng, self.templates, **self.facts(plan, actions)), actions)
 
     def facts(self, plan: list[str], actions: list[str]) -> dict[str, str]:

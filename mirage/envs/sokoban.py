@@ -17,15 +17,17 @@ import random
 
 from pydantic import Field, model_validator
 
-from mirage.core.env import Demonstrator, EnvOptions, Environment, StepOutcome
+from mirage.core.env import Demonstrator, Environment, StepOutcome
 from mirage.envs.phrasing import (
     ACTIONS,
     MOVES,
     PersonaDemonstrator,
+    PersonaOptions,
     bfs_path,
     check_action,
     demo_success_rates,
     heading,
+    neighbour_line,
     relative,
     say_actions,
 )
@@ -50,7 +52,7 @@ _TEMPLATES = [
 ]
 
 
-class SokobanOptions(EnvOptions):
+class SokobanOptions(PersonaOptions):
     """Room size, number of boxes, reverse-play length and the kept solution lengths.
 
     Rooms whose BFS solution is shorter than ``min_solution_length`` or longer than
@@ -63,9 +65,6 @@ class SokobanOptions(EnvOptions):
     generation_steps: int = Field(80, ge=1)
     min_solution_length: int = Field(5, ge=1)
     max_solution_length: int = Field(10, ge=1)
-    # Demonstrations only: a careless majority makes the greedy warm-started policy repeat
-    # the careless persona's structured mistakes, which RL then has room to fix.
-    careful_share: float = Field(0.3, ge=0, le=1)
 
     @model_validator(mode="after")
     def _check_lengths(self) -> SokobanOptions:
@@ -78,7 +77,7 @@ class Sokoban(Environment):
     """The Sokoban puzzle; see the module docstring for the rules."""
 
     name = "sokoban"
-    version = "1"
+    version = "2"
     Options = SokobanOptions
     action_names = ACTIONS
     instruction = (
@@ -191,7 +190,11 @@ class Sokoban(Environment):
         return self._success
 
     def render(self) -> str:
-        """The grid (one row per line, cells separated by spaces) and the coordinates."""
+        """The grid (one row per line, cells separated by spaces), the coordinates, the
+        way from the player to the first misplaced box and from that box to its target,
+        and what lies one step away from the player. A tiny policy cannot be expected to
+        find the relations between cells in a flattened grid; with these lines, choosing
+        a push is a decision it can learn from demonstrations."""
         symbols = {(False, False): "_", (False, True): "O", (True, False): "X", (True, True): "V"}
         lines = []
         for r in range(self.height):
@@ -209,7 +212,15 @@ class Sokoban(Environment):
         facts += [f"Box at row {r} col {c} ." for r, c in sorted(self.boxes)]
         facts += [f"Target at row {r} col {c} ." for r, c in sorted(self.targets)]
         lines.append(" ".join(facts))
+        box, target = self._focus()
+        lines.append(f"Box : {_offset(self.player, box)} . Target : {_offset(box, target)} from the box .")
+        lines.append(neighbour_line(self._describe))
         return "\n".join(lines)
+
+    def _describe(self, action: str) -> str:
+        dr, dc = MOVES[action]
+        cell = (self.player[0] + dr, self.player[1] + dc)
+        return "wall" if cell in self.walls else "box" if cell in self.boxes else "floor"
 
     def solve(self) -> list[str] | None:
         """Shortest action sequence solving the room (BFS over player and boxes), or None."""
@@ -262,6 +273,14 @@ class Sokoban(Environment):
         and a stuck careless plan falls back to a random move. The callable has ``.persona``.
         """
         return _Demo(self, rng, persona)
+
+
+def _offset(origin: Cell, cell: Cell) -> str:
+    """Rows and columns from ``origin`` to ``cell``: '2 up 1 right', '1 left', 'here'."""
+    dr, dc = cell[0] - origin[0], cell[1] - origin[1]
+    parts = [f"{abs(dr)} {'up' if dr < 0 else 'down'}"] if dr else []
+    parts += [f"{abs(dc)} {'left' if dc < 0 else 'right'}"] if dc else []
+    return " ".join(parts) or "here"
 
 
 class _Demo(PersonaDemonstrator):

@@ -93,6 +93,13 @@ def test_render_format():
     lines = env.render().split("\n")
     assert lines[:6] == OPEN_ROOM
     assert lines[6] == "Player at row 2 col 2 . Box at row 2 col 3 . Target at row 4 col 3 ."
+    assert lines[7] == "Box : 1 right . Target : 2 down from the box ."
+    assert lines[8] == "Up : floor , Down : floor , Left : floor , Right : box ."
+    corner = Sokoban.from_grid(["# # # # #", "# P _ _ #", "# _ _ X #", "# O _ _ #", "# # # # #"])
+    assert corner.render().split("\n")[-2:] == [
+        "Box : 1 down 2 right . Target : 1 down 2 left from the box .",
+        "Up : wall , Down : floor , Left : wall , Right : floor .",
+    ]
     on_target = Sokoban.from_grid(["# # # # #", "# S V _ #", "# _ X _ #", "# # # # #"])
     assert on_target.render().split("\n")[1] == "# S V _ #"
 
@@ -102,7 +109,7 @@ def test_generated_rooms_are_solvable_within_the_budget():
     for seed in range(150):
         obs = env.reset(seed)
         rows = obs.split("\n")
-        assert len(rows) == 7 and rows[0] == "# # # # # #"
+        assert len(rows) == 9 and rows[0] == "# # # # # #"
         assert len(env.boxes) == 1 and env.boxes != env.targets
         plan = env.solve()
         assert plan is not None and 5 <= len(plan) <= 10
