@@ -58,7 +58,7 @@ class FrozenLake(Environment):
     """The FrozenLake grid world; see the module docstring for the rules."""
 
     name = "frozenlake"
-    version = "2"
+    version = "3"
     Options = FrozenLakeOptions
     action_names = ACTIONS
     instruction = (
@@ -198,6 +198,15 @@ class FrozenLake(Environment):
 
 class _Demo(PersonaDemonstrator):
     templates = _TEMPLATES
+
+    def turn_actions(self, plan: list[str]) -> list[str]:
+        """Both personas stop before a second move into a hole: the observation shows only
+        the cells one step away, so a careless mistake is always a visible one (stepping
+        onto a hole the prompt names), which is a decision RL can learn to fix."""
+        actions = super().turn_actions(plan)
+        if len(actions) == 2 and self.env._moved(self.env._moved(self.env.player, actions[0]), actions[1]) in self.env.holes:
+            return actions[:1]
+        return actions
 
     def facts(self, plan: list[str], actions: list[str]) -> dict[str, str]:
         env = self.env
