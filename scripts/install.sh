@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -c constraints.txt -e ".[test]" -e examples/mirage-example-filter
+.venv/bin/python -m pip install -q -c constraints.txt -e ".[test]" -e examples/mirage-example-filter \
+    -e examples/mirage-example-env

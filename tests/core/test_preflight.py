@@ -86,7 +86,7 @@ def test_cli_bad_input_exits_2_with_one_line(tiny_config_file, tmp_path):
     runner = CliRunner()
     for args, fragment in [
         (["--group-size", "1"], "group size >= 2 (got 1)"),
-        (["--env", "nosuch"], "valid: frozenlake, sokoban"),
+        (["--env", "nosuch"], "valid: countdown, deepcoder, frozenlake, metamathqa, searchqa, sokoban, webshop"),
         (["--env-opt", "slip=2"], "slip"),
     ]:
         result = runner.invoke(app, ["preflight", "--config", str(tiny_config_file), *args])

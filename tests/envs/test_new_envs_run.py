@@ -1,0 +1,54 @@
+"""``core run --env X --steps 2`` with the tiny preset for every new environment, and
+the store's record of the environment (name, version, resolved options)."""
+
+import json
+
+import duckdb
+import pytest
+
+from mirage.core.plugins import build_plugins
+
+NEW_ENVS = ("countdown", "metamathqa", "searchqa", "webshop", "deepcoder")
+
+
+def test_new_environments_are_registered():
+    envs = build_plugins().registries.envs
+    for name in NEW_ENVS:
+        assert envs.get(name).name == name
+
+
+def test_unknown_option_is_a_one_line_error(cli, make_config_file, tmp_path):
+    code, _, err = cli("run", "--env", "countdown", "--env-opt", "max_numbr=5",
+                       "--config", make_config_file(), "--db", tmp_path / "x.duckdb", "--quiet")
+    assert code == 2 and "max_numbr" in err and not (tmp_path / "x.duckdb").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_name, options", [
+    ("countdown", ["num_numbers=4"]),
+    ("metamathqa", ["max_attempts=2"]),
+    ("searchqa", ["top_k=2"]),
+    ("webshop", []),
+    ("deepcoder", ["tests=3", "cpu_seconds=1", "wall_seconds=3"]),
+])
+def test_core_run_two_steps_records_env_version_and_settings(env_name, options, cli,
+                                                             make_config_file, tmp_path):
+    db = tmp_path / "runs.duckdb"
+    args = ["run", "--env", env_name, "--steps", "2", "--config", make_config_file(),
+            "--db", db, "--quiet"]
+    for option in options:
+        args += ["--env-opt", option]
+    code, out, err = cli(*args)
+    assert code == 0, err[-2000:]
+    con = duckdb.connect(str(db), read_only=True)
+    status, config = con.execute("SELECT status, config FROM runs").fetchone()
+    assert status == "finished"
+    assert json.loads(config)["env"]["name"] == env_name
+    (message,) = con.execute("SELECT message FROM events WHERE kind = 'environment'").fetchone()
+    recorded = json.loads(message)
+    env_cls = build_plugins().registries.envs.get(env_name)
+    assert recorded["name"] == env_name and recorded["version"] == env_cls.version
+    assert recorded["options"] == env_cls.Options(**dict(o.split("=") for o in options)).model_dump(mode="json")
+    steps = con.execute("SELECT DISTINCT step FROM metrics ORDER BY step").fetchall()
+    assert [s for (s,) in steps] == [0, 1, 2]
+    con.close()
