@@ -109,9 +109,19 @@ def cli() -> Callable[..., CliResult]:
 
 @pytest.fixture(scope="session")
 def documented_metric_names() -> set[str]:
-    """Every metric name in the first column of docs/metrics.md's table."""
+    """Every metric name in the first column of docs/metrics.md's table; a name written
+    with ``{a,b}`` stands for each expansion."""
     names: set[str] = set()
     for line in (REPO / "docs" / "metrics.md").read_text().splitlines():
         if line.startswith("| `"):
-            names.update(re.findall(r"`([a-z_]+/[a-z_/]+)`", line.split("|")[1]))
+            for pattern in re.findall(r"`([a-z_{]+/[a-z0-9_@/{},]+)`", line.split("|")[1]):
+                names.update(_expand_braces(pattern))
     return names
+
+
+def _expand_braces(pattern: str) -> list[str]:
+    match = re.search(r"\{([^{}]*)\}", pattern)
+    if match is None:
+        return [pattern]
+    head, tail = pattern[: match.start()], pattern[match.end() :]
+    return [name for option in match.group(1).split(",") for name in _expand_braces(head + option + tail)]

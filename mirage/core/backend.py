@@ -27,6 +27,16 @@ class PolicyOutput:
     mask: "torch.Tensor"
 
 
+@dataclass
+class CrossScores:
+    """Every response scored under every context, shapes ``[R, C]`` (float64, no gradient):
+    ``logprobs[r, c]`` is the summed log-prob of response r after context c, ``entropy[r, c]``
+    the summed per-token policy entropy along it."""
+
+    logprobs: "torch.Tensor"
+    entropy: "torch.Tensor"
+
+
 class Backend(ABC):
     """A trainable policy. ``cls(config)`` is called once per run.
 
@@ -59,14 +69,37 @@ class Backend(ABC):
 
     @abstractmethod
     def generate(
-        self, contexts: list[list[int]], *, temperature: float, greedy: bool, max_new_tokens: int
+        self, contexts: list[list[int]], *, temperature: float, greedy: bool, max_new_tokens: int,
+        top_p: float = 1.0, min_p: float = 0.0,
     ) -> list[list[int]]:
         """Sample one response per context (batched); return response ids without
-        padding or end-of-sequence token."""
+        padding or end-of-sequence token. ``top_p`` < 1 and ``min_p`` > 0 truncate the
+        sampling distribution (nucleus, min-p); both are ignored when ``greedy``."""
 
     @abstractmethod
     def score(self, contexts: list[list[int]], responses: list[list[int]]) -> PolicyOutput:
         """Teacher-forced per-token log-probs and entropies, no gradient."""
+
+    def cross_score(self, contexts: list[list[int]], responses: list[list[int]], *,
+                    reuse_prefix: bool = True) -> CrossScores:
+        """Every response under every context (the MI proxies' cross-scoring).
+
+        This default scores all ``R x C`` pairs in full through :meth:`score`; a backend
+        that can reuse each context's key/value cache across the responses overrides it
+        and honours ``reuse_prefix=False`` by falling back to this.
+        """
+        pairs = [(c, r) for r in responses for c in contexts]
+        out = self.score([c for c, _ in pairs], [r for _, r in pairs])
+        shape = (len(responses), len(contexts))
+        return CrossScores(out.logprobs.sum(-1).double().view(shape).cpu(),
+                           out.entropy.sum(-1).double().view(shape).cpu())
+
+    def gradient(self, loss: "torch.Tensor", *, retain_graph: bool = False) -> "torch.Tensor":
+        """The gradient of ``loss`` (built from :meth:`forward`) with respect to every
+        policy parameter, flattened into one vector, without accumulating it into the
+        parameters' ``.grad`` and without any optimizer step (the gradient
+        decomposition). A backend without it cannot run the ``grad`` diagnostic."""
+        raise NotImplementedError(f"{type(self).__name__} provides no gradient()")
 
     @abstractmethod
     def forward(self, contexts: list[list[int]], responses: list[list[int]]) -> PolicyOutput:

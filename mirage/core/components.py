@@ -31,7 +31,12 @@ class Filter(Protocol):
 
 
 class Diagnostic(Protocol):
-    """Built as ``cls(config: RunConfig)``; ``measure`` returns ``{metric_name: value}``."""
+    """Built as ``cls(config: RunConfig)``; ``measure`` returns ``{metric_name: value}``.
+
+    Optional: ``due(step) -> bool`` says on which steps ``measure`` runs (default: step 1
+    and every ``diagnostics.every`` steps); ``review(run, metrics) -> {name: value}`` is
+    called on every step with all diagnostics' merged metrics of that step, after every
+    ``measure`` (the collapse alarm reads the MI proxies this way)."""
 
     def __init__(self, config: "RunConfig") -> None: ...
 

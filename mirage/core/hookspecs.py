@@ -7,8 +7,9 @@ Two kinds of hooks:
   component it provides. The CLI, ``registry.yaml`` and the app refer to components by
   these names.
 * **stage hooks** are called by the run loop every iteration, in the order
-  rollout -> score -> filter -> update -> diagnose. The built-in ``stages`` plugin
-  implements each by delegating to the components the run selected; a plugin may
+  rollout -> score -> diagnose -> filter -> update (diagnostics see each batch as it
+  was sampled, before filtering, under the policy that sampled it). The built-in
+  ``stages`` plugin implements each by delegating to the components the run selected; a plugin may
   replace a stage with ``@hookimpl(tryfirst=True)`` (its non-None result wins) or, for
   ``mirage_diagnose``, add metrics alongside the built-ins.
 
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import pluggy
 
 if TYPE_CHECKING:
+    from mirage.core.backend import CrossScores
     from mirage.core.batch import Batch, Selection
     from mirage.core.session import RunSession
 
@@ -106,7 +108,33 @@ def mirage_score(
 
     Receives token-id lists of equal count; returns, per pair, the log-prob of every
     response token under the current policy (no gradient). First non-None result wins.
-    Called after rollout (old log-probs) and by diagnostics (cross-scoring).
+    Called after rollout (old log-probs).
+    """
+
+
+@hookspec(firstresult=True)
+def mirage_cross_score(
+    run: RunSession, contexts: list[list[int]], responses: list[list[int]]
+) -> CrossScores | None:
+    """Score every response under every context (the MI proxies' cross-scoring).
+
+    Receives C distinct contexts and R responses (token ids); returns a
+    :class:`mirage.core.backend.CrossScores` of ``[R, C]`` summed log-probs and summed
+    entropies under the current policy (no gradient). First non-None result wins. The
+    default reuses each context's key/value cache. Called by the ``mi`` diagnostic.
+    """
+
+
+# --------------------------------------------------------------------------- diagnose
+
+
+@hookspec
+def mirage_diagnose(run: RunSession, batch: Batch) -> Mapping[str, float] | None:
+    """Measure the batch; every implementation's metrics are merged.
+
+    Receives the batch after rollout and score, before filtering and the update (the
+    policy is the one that sampled it); returns ``{metric_name: value}`` or None. All
+    results are collected. Called once per iteration, after score (and at step 0).
     """
 
 
@@ -118,7 +146,7 @@ def mirage_filter(run: RunSession, batch: Batch) -> Selection | None:
     """Choose which prompt groups (and trajectories) the update will see.
 
     Receives the scored batch; returns a :class:`mirage.core.batch.Selection`. First
-    non-None result wins. Called once per iteration, after score.
+    non-None result wins. Called once per iteration, after score and diagnose.
     """
 
 
@@ -132,17 +160,4 @@ def mirage_update(run: RunSession, batch: Batch) -> Mapping[str, float] | None:
     Receives the batch after filtering (``batch.kept_groups()`` is what to train on);
     returns the update's metrics (loss, clip fraction, gradient norm...). First
     non-None result wins. Not called when the filter kept nothing.
-    """
-
-
-# --------------------------------------------------------------------------- diagnose
-
-
-@hookspec
-def mirage_diagnose(run: RunSession, batch: Batch) -> Mapping[str, float] | None:
-    """Measure the batch; every implementation's metrics are merged.
-
-    Receives the batch after rollout and score (diagnostics see it before filtering
-    changes anything but the kept flags); returns ``{metric_name: value}`` or None.
-    All results are collected. Called once per iteration, after update.
     """

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from tqdm import tqdm
 
 
@@ -12,6 +14,7 @@ class Progress:
         self._bar = tqdm(total=total, initial=initial, disable=not enabled, desc=run_id, unit="step",
                          dynamic_ncols=True)
         self._last_val: float | None = None
+        self._alarm = False
 
     def update(self, step: int, metrics: dict[str, float]) -> None:
         if "val/success" in metrics:
@@ -22,11 +25,20 @@ class Progress:
             "kept": metrics.get("filter/kept_ratio"),
             "val": self._last_val,
         }
-        self._bar.set_postfix({k: f"{v:.2f}" for k, v in shown.items() if v is not None}, refresh=False)
+        postfix = {k: f"{v:.2f}" for k, v in shown.items() if v is not None}
+        if "alarm/collapse" in metrics:  # on from a step the alarm fires until a check it does not
+            self._alarm = metrics["alarm/collapse"] == 1.0
+        if self._alarm:
+            postfix["alarm"] = "COLLAPSE"
+        self._bar.set_postfix(postfix, refresh=False)
         if step:
             self._bar.update(1)
         else:
             self._bar.refresh()
+
+    def warn(self, message: str) -> None:
+        """Print ``message`` above the bar (to stderr, shown even without a bar)."""
+        tqdm.write(f"warning: {message}", file=sys.stderr)
 
     def close(self) -> None:
         self._bar.close()

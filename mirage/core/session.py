@@ -25,6 +25,9 @@ class RunSession:
     diagnostics: dict[str, Any]
     step: int = 0
     state: dict[str, Any] = field(default_factory=dict)  # plugin state saved in checkpoints
+    # (kind, message) pairs a stage raised this step (the collapse alarm's, say); the loop
+    # writes each to the store's events table, shows it on the progress line and clears them.
+    notices: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def hook(self) -> Any:

@@ -25,11 +25,21 @@ def mirage_update(run: RunSession, batch: Batch):
 
 
 @hookimpl
+def mirage_cross_score(run: RunSession, contexts: list[list[int]], responses: list[list[int]]):
+    return run.backend.cross_score(contexts, responses)
+
+
+def diagnostic_due(diagnostic, run: RunSession) -> bool:
+    """The diagnostic's own ``due(step)``, else step 1 and every ``diagnostics.every``."""
+    if hasattr(diagnostic, "due"):
+        return diagnostic.due(run.step)
+    return run.step == 1 or run.step % run.config.diagnostics.every == 0
+
+
+@hookimpl
 def mirage_diagnose(run: RunSession, batch: Batch):
-    every = run.config.diagnostics.every
-    if run.step != 1 and run.step % every:
-        return None
     metrics: dict[str, float] = {}
     for diagnostic in run.diagnostics.values():
-        metrics.update(diagnostic.measure(run, batch))
+        if diagnostic_due(diagnostic, run):
+            metrics.update(diagnostic.measure(run, batch))
     return metrics

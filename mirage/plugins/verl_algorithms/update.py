@@ -11,7 +11,7 @@ its advantage; the loss aggregation treats a whole trajectory as veRL's "sequenc
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 import torch
 
@@ -101,10 +101,63 @@ class PolicyGradient:
             return gae_rows(run, trajectories, rewards, self.settings)
         return outcome_rows(trajectories, groups, rewards, self.settings)
 
+    # ------------------------------------------------------------------ gradient decomposition
+    def advantage_rows(self, run: "RunSession", groups: list[Group]) -> list[list[Row]]:
+        """Per trajectory of ``groups`` (all of each group's trajectories, in order), its
+        training rows with advantages computed over all of them as the update would
+        (reward shaping included; no loss scale). Builds PPO's critic on first use,
+        exactly as the update does."""
+        trajectories = [t for g in groups for t in g.trajectories]
+        index = [i for i, g in enumerate(groups) for _ in g.trajectories]
+        rewards, _ = turn_rewards(trajectories, self.settings, self.config.rollout.max_new_tokens)
+        return self.rows(run, trajectories, index, rewards)
+
+    def loss_terms(self, run: "RunSession", rows: list[list[Row]]) -> Iterator[dict[str, torch.Tensor]]:
+        """The loss of the trajectories ``rows`` (from :meth:`advantage_rows`), weighted
+        as one mini-batch of them, split into its terms, one dict per micro-batch:
+        ``task`` (the clipped policy loss), ``entropy`` (-entropy_coef x entropy) and,
+        when kl_coef > 0, ``kl`` (kl_coef x KL). Each is a scalar with gradient; their
+        sum over micro-batches is the loss the update backpropagates. Nothing is
+        backpropagated and no optimizer steps."""
+        algo = self.settings
+        weights = token_weights([[len(r.turn.response_ids) for r in turns] for turns in rows],
+                                algo.loss_agg_mode)
+        flat = [replace(r, weight=w) for turns, w in zip(rows, weights) for r in turns]
+        for start in range(0, len(flat), algo.micro_batch_size):
+            losses = self._micro_losses(run, flat[start : start + algo.micro_batch_size])
+            terms = {"task": losses["pg_loss"], "entropy": -algo.entropy_coef * losses["entropy"]}
+            if "kl" in losses:
+                terms["kl"] = algo.kl_coef * losses["kl"]
+            yield terms
+
+    def _micro_losses(self, run: "RunSession", micro: list[Row]) -> dict[str, Any]:
+        """Forward ``micro`` and return its loss parts with gradient: ``pg_loss``,
+        ``entropy`` (aggregated, before its coefficient), ``kl`` (before its
+        coefficient; only when kl_coef > 0), and ``info`` (veRL's metrics), ``out``."""
+        algo = self.settings
+        agg_loss = core_algos().agg_loss
+        contexts = [r.turn.context_ids for r in micro]
+        responses = [r.turn.response_ids for r in micro]
+        out = run.backend.forward(contexts, responses)
+        width = out.mask.size(1)
+        if all(r.turn.old_logprobs is not None for r in micro):
+            old = pad([r.turn.old_logprobs for r in micro], width)
+        else:
+            old = out.logprobs.detach()
+        weight = torch.tensor([r.weight for r in micro])[:, None] * out.mask
+        advantages = pad([r.advantages for r in micro], width)
+        pg_loss, info = actor_loss(old, out.logprobs, advantages, weight, out.mask, algo)
+        losses = {"pg_loss": pg_loss, "info": info, "out": out,
+                  "entropy": agg_loss(out.entropy * weight, out.mask, "token-sum")}
+        if algo.kl_coef > 0:
+            ref = run.backend.reference_logprobs(contexts, responses)
+            kl = core_algos().kl_penalty(out.logprobs, ref, algo.kl_penalty)
+            losses["kl"] = agg_loss(kl * weight, out.mask, "token-sum")
+        return losses
+
     def _mini_batch(self, run: "RunSession", rows: list[Row]) -> dict[str, float]:
         """Accumulate the weighted loss of ``rows`` over micro-batches, then step."""
         algo = self.settings
-        agg_loss = core_algos().agg_loss
         critic = bool(rows) and rows[0].returns is not None
         tokens = sum(len(r.turn.response_ids) for r in rows)
         totals = {"update/pg_loss": 0.0, "update/entropy": 0.0, "update/kl": 0.0, "update/clipfrac": 0.0}
@@ -114,23 +167,13 @@ class PolicyGradient:
             micro = rows[start : start + algo.micro_batch_size]
             contexts = [r.turn.context_ids for r in micro]
             responses = [r.turn.response_ids for r in micro]
-            out = run.backend.forward(contexts, responses)
+            losses = self._micro_losses(run, micro)
+            pg_loss, entropy, info, out = losses["pg_loss"], losses["entropy"], losses["info"], losses["out"]
             width = out.mask.size(1)
-            if all(r.turn.old_logprobs is not None for r in micro):
-                old = pad([r.turn.old_logprobs for r in micro], width)
-            else:
-                old = out.logprobs.detach()
-            weight = torch.tensor([r.weight for r in micro])[:, None] * out.mask
-            advantages = pad([r.advantages for r in micro], width)
-            pg_loss, info = actor_loss(old, out.logprobs, advantages, weight, out.mask, algo)
-            entropy = agg_loss(out.entropy * weight, out.mask, "token-sum")
             loss = pg_loss - algo.entropy_coef * entropy
-            if algo.kl_coef > 0:
-                ref = run.backend.reference_logprobs(contexts, responses)
-                kl = core_algos().kl_penalty(out.logprobs, ref, algo.kl_penalty)
-                kl_loss = agg_loss(kl * weight, out.mask, "token-sum")
-                loss = loss + algo.kl_coef * kl_loss
-                totals["update/kl"] += kl_loss.item()
+            if "kl" in losses:
+                loss = loss + algo.kl_coef * losses["kl"]
+                totals["update/kl"] += losses["kl"].item()
             loss.backward()
             share = len(micro) / len(rows)
             totals["update/pg_loss"] += pg_loss.item()

@@ -1,0 +1,120 @@
+"""What the diagnostics cost: cross-scoring with and without prefix reuse, each
+diagnostic per check, and their share of an iteration at the configured cadences.
+
+Builds one session (RunConfig's defaults, or the test suite's tiny model with
+``--tiny``), rolls out one step-1 batch, then times on it: the first-turn cross-scoring
+through the backend with each prompt's key/value cache reused and with every pair
+scored in full (and their largest difference); each diagnostic's ``measure`` (``mi``
+with all scopes, ``reward``, ``grad``); and ``--iterations`` plain iterations (rollout,
+score, filter, update; no diagnostics). The share of an iteration is the amortised cost,
+mi / diagnostics.every + grad / diagnostics.gradient_every + reward, over the iteration
+plus it. Medians of ``--repeats`` timings after a warm-up call. Numbers, not pass/fail.
+
+    .venv/bin/python bench/diagnostics.py [--tiny] [--env frozenlake] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib
+import statistics
+import time
+
+import torch
+
+from mirage.core import presets
+from mirage.core.batch import make_batch
+from mirage.core.loop import cache_dir, open_session, run_step, score_batch, step_seeds
+from mirage.core.plugins import build_plugins
+from mirage.core.validate import build_config, validate_config
+from mirage.plugins.diagnostics.cross_scoring import assign_columns, first_turns
+
+
+def timed(fn, repeats: int) -> tuple[float, object]:
+    """Median seconds of ``repeats`` calls after one untimed warm-up call, and a result."""
+    fn()
+    times, result = [], None
+    for _ in range(repeats):
+        mark = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - mark)
+    return statistics.median(times), result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true", help="the test suite's tiny model")
+    parser.add_argument("--env", default=None, help="environment [default: RunConfig's]")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--iterations", type=int, default=3, help="plain iterations timed")
+    args = parser.parse_args()
+    data: dict = {"seed": 0}
+    if args.env:
+        data["env"] = {"name": args.env}
+    if args.tiny:
+        data["model"] = copy.deepcopy(presets.TINY["model"])
+    config = build_config(data)
+    importlib.import_module("verl.trainer.ppo.core_algos")  # paid once, outside the timings
+    plugins = build_plugins()
+    session = open_session(config, plugins, validate_config(config, plugins))
+    torch.set_num_threads(config.threads)
+    session.backend.prepare(session.env_cls, cache_dir())
+
+    session.step = 1
+    torch.manual_seed(0)
+    batch = make_batch(1, step_seeds(config.seed, 1, config.rollout.prompts), config.rollout.group_size,
+                       temperature=config.rollout.temperature)
+    session.hook.mirage_rollout(run=session, batch=batch)
+    score_batch(session, batch)
+
+    turns = first_turns(batch)
+    columns, _ = assign_columns([t.context_ids for t in turns])
+    reasonings = [z for z in (session.backend.encode(t.reasoning) for t in turns) if z]
+    reuse_s, reused = timed(lambda: session.backend.cross_score(columns, reasonings), args.repeats)
+    full_s, full = timed(lambda: session.backend.cross_score(columns, reasonings, reuse_prefix=False),
+                         args.repeats)
+    difference = float((reused.logprobs - full.logprobs).abs().max())
+
+    costs = {}
+    for name, diagnostic in session.diagnostics.items():
+        if name == "collapse":
+            continue
+        costs[name], _ = timed(lambda d=diagnostic: d.measure(session, batch), args.repeats)
+
+    plain = copy.copy(session)
+    plain.diagnostics = {}
+    iteration = []
+    for step in range(1, args.iterations + 1):
+        metrics, _ = run_step(plain, step)
+        iteration.append(metrics["time/step"])
+    iteration_s = statistics.median(iteration)
+
+    settings = config.diagnostics
+    cadence = {"mi": settings.every, "grad": settings.gradient_every, "reward": 1}
+    amortised = sum(costs[n] / cadence[n] for n in costs if n in cadence)
+    prompt_tokens = statistics.fmean(len(c) for c in columns)
+    z_tokens = statistics.fmean(len(z) for z in reasonings)
+    print(f"\ndiagnostics cost on {config.env.name}: P x G = {config.rollout.prompts} x "
+          f"{config.rollout.group_size}, {'tiny' if args.tiny else 'default'} model, "
+          f"{config.threads} threads, medians of {args.repeats}\n")
+    print(f"first-turn cross-scoring: {len(reasonings)} reasonings x {len(columns)} prompts "
+          f"(mean {prompt_tokens:.0f} prompt tokens, {z_tokens:.0f} reasoning tokens)")
+    print(f"{'':<34}{'prefix reuse':>14}{'full pairs':>14}")
+    print(f"{'seconds':<34}{reuse_s:>14.4f}{full_s:>14.4f}")
+    print(f"{'speed-up':<34}{full_s / reuse_s:>14.2f}")
+    print(f"{'largest |difference| (nats)':<34}{difference:>14.2e}\n")
+    print(f"{'diagnostic':<14}{'s per check':>12}{'every':>8}{'s per iter':>12}{'share':>9}")
+    for name, seconds in costs.items():
+        every = cadence.get(name, settings.every)
+        share = seconds / every / (iteration_s + amortised)
+        print(f"{name:<14}{seconds:>12.4f}{every:>8}{seconds / every:>12.4f}{share:>9.1%}")
+    print(f"{'iteration (no diagnostics)':<34}{iteration_s:>12.4f}")
+    print(f"diagnostics' share of an iteration at these cadences: "
+          f"{amortised / (iteration_s + amortised):.1%}")
+    print(f"on a step where every diagnostic runs: "
+          f"{sum(costs.values()) / (iteration_s + sum(costs.values())):.1%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""In-batch cross-scoring (PAPER.md sections 2 and 6): L[n, j] = log p(Z_n | X_j).
+
+Every reasoning Z_n of a scope's turns is teacher-forced after every distinct prompt X_j
+of the same turns (X: the context up to and including ``<think>``; Z: the reasoning
+between the tags, re-encoded from its text). Prompts with identical token ids are one
+column. The scoring goes through the ``mirage_cross_score`` hook, whose default reuses
+each prompt's key/value cache for all the reasonings scored against it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from mirage.core.batch import Batch, Turn
+
+
+@dataclass
+class ScoredTurns:
+    """A scope's cross-score matrix and what the proxies read beside it.
+
+    ``logprobs``/``entropy``: ``[N, C]`` summed log-probs and summed policy entropies of
+    the N non-empty reasonings under the C distinct prompts; ``lengths``: ``[N]`` |Z_n|;
+    ``owners``: ``[N]`` the column of each reasoning's own prompt.
+    """
+
+    logprobs: torch.Tensor
+    entropy: torch.Tensor
+    lengths: torch.Tensor
+    owners: torch.Tensor
+
+
+def assign_columns(contexts: list[list[int]]) -> tuple[list[list[int]], list[int]]:
+    """The distinct contexts in first-seen order, and the column of each context."""
+    index: dict[tuple[int, ...], int] = {}
+    owners = [index.setdefault(tuple(ids), len(index)) for ids in contexts]
+    return [list(ids) for ids in index], owners
+
+
+def first_turns(batch: Batch) -> list[Turn]:
+    """The first turn of every trajectory (columns: the P prompts)."""
+    return [t.turns[0] for t in batch.trajectories if t.turns]
+
+
+def sampled_turns(batch: Batch, count: int, seed: int) -> list[Turn]:
+    """``count`` trajectories drawn uniformly without replacement (all of them when there
+    are fewer), then one turn of each drawn uniformly; reproducible from ``seed``."""
+    trajectories = [t for t in batch.trajectories if t.turns]
+    rng = np.random.default_rng(np.random.SeedSequence([seed, batch.step, 0x7A5C]))
+    chosen = rng.choice(len(trajectories), size=min(count, len(trajectories)), replace=False)
+    return [trajectories[i].turns[int(rng.integers(len(trajectories[i].turns)))] for i in sorted(chosen)]
+
+
+def cross_score(run, turns: list[Turn], reasonings: list[list[int]]) -> ScoredTurns | None:
+    """Score the non-empty ``reasonings`` (token ids of each turn's Z) under the distinct
+    prompts of ``turns``; None when fewer than two prompts or no reasoning remain (no
+    comparison to make). A prompt whose reasonings are all empty is still a column."""
+    columns, owners = assign_columns([turn.context_ids for turn in turns])
+    scored = [i for i, z in enumerate(reasonings) if z]
+    if len(columns) < 2 or not scored:
+        return None
+    scores = run.hook.mirage_cross_score(
+        run=run, contexts=columns, responses=[reasonings[i] for i in scored]
+    )
+    return ScoredTurns(
+        logprobs=scores.logprobs.double(),
+        entropy=scores.entropy.double(),
+        lengths=torch.tensor([len(reasonings[i]) for i in scored]),
+        owners=torch.tensor([owners[i] for i in scored]),
+    )
