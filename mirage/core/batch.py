@@ -104,6 +104,8 @@ class Batch:
     groups: list[Group]
     temperature: float = 1.0
     greedy: bool = False
+    top_p: float = 1.0  # nucleus sampling (RolloutConfig.top_p); 1: off
+    min_p: float = 0.0  # min-p sampling (RolloutConfig.min_p); 0: off
     # Set by the loop after filtering (FilterConfig.loss_scaling, step_size_matching);
     # the algorithm multiplies its advantages by it.
     loss_scale: float = 1.0
@@ -135,7 +137,8 @@ class Batch:
 
 
 def make_batch(
-    step: int, seeds: list[int], group_size: int, *, temperature: float, greedy: bool = False
+    step: int, seeds: list[int], group_size: int, *, temperature: float, greedy: bool = False,
+    top_p: float = 1.0, min_p: float = 0.0,
 ) -> Batch:
     """Empty groups for ``seeds`` (one environment instance each), G trajectories per
     group, each trajectory with its own transition seed."""
@@ -150,4 +153,5 @@ def make_batch(
         )
         for index, seed in enumerate(seeds)
     ]
-    return Batch(step=step, groups=groups, temperature=temperature, greedy=greedy)
+    return Batch(step=step, groups=groups, temperature=temperature, greedy=greedy,
+                 top_p=top_p, min_p=min_p)

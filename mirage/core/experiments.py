@@ -1,13 +1,18 @@
 """``registry.yaml``: named experiments as grids over the typed RunConfig.
 
 Each experiment has a partial ``base`` config, ``grid`` axes (dotted config paths ->
-values) and replicate ``seeds``; its cells are every combination of axis values and
-seeds. Loading validates every cell, so a malformed file fails before anything runs.
+values), optional ``variants`` (partial configs, for settings that change together, such
+as P x G splits of one rollout budget) and replicate ``seeds``; its cells are every
+combination of variant, axis values and seed. Loading validates every cell's values, so a
+malformed file fails before anything runs. Component names (environments, filters, ...)
+are checked against the plugin registries by :meth:`Experiment.check`: an experiment
+that needs a component nobody registered is still listed, but refuses to start.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -16,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mirage.core.config import RunConfig
-from mirage.core.validate import ConfigError, build_config, one_line
+from mirage.core.validate import ConfigError, build_config, one_line, validate_config
 
 
 class Experiment(BaseModel):
@@ -27,20 +32,77 @@ class Experiment(BaseModel):
     description: str = ""
     base: dict[str, Any] = Field(default_factory=dict)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
+    variants: list[dict[str, Any]] = Field(default_factory=list)
     seeds: list[int] = Field(default_factory=lambda: [0])
+    scale_up: str = Field("", description="how to run it at the paper's size")
 
     def cells(self) -> list[tuple[dict[str, Any], RunConfig]]:
-        """(axis values, config) for every grid point and seed."""
+        """(point, config) for every variant, grid point and seed; ``point`` maps dotted
+        paths (the variant's settings, the axes, ``seed``) to their values. Cells that
+        resolve to the same config are kept once."""
         axes = list(self.grid)
-        out = []
-        for values in itertools.product(*(self.grid[a] for a in axes)):
-            for seed in self.seeds:
-                point = dict(zip(axes, values)) | {"seed": seed}
-                data = _deep_copy(self.base)
-                for path, value in point.items():
-                    _assign(data, path, value)
-                out.append((point, build_config(data)))
+        out, seen = [], set()
+        for variant in self.variants or [{}]:
+            for values in itertools.product(*(self.grid[a] for a in axes)):
+                for seed in self.seeds:
+                    point = _flatten(variant) | dict(zip(axes, values)) | {"seed": seed}
+                    data = _merge(self.base, variant)
+                    for path, value in point.items():
+                        _assign(data, path, value)
+                    config = build_config(data)
+                    if (key := config.run_hash()) not in seen:
+                        seen.add(key)
+                        out.append((point, config))
         return out
+
+    def overridden(self, grid: dict[str, list[Any]] | None = None,
+                   settings: dict[str, Any] | None = None,
+                   seeds: list[int] | None = None,
+                   preset: dict[str, Any] | None = None) -> "Experiment":
+        """A copy with axes replaced or added (``grid``), settings fixed for every cell
+        (``settings``: dotted path -> value; an axis or variant setting on the same path
+        gives way), other ``seeds``, and a ``preset`` (a partial config such as the tiny
+        preset) over the base, under the axes and variants. Raises ConfigError naming a
+        bad override."""
+        data = self.model_dump()
+        data["base"] = _merge(data["base"], preset or {})
+        for path, values in (grid or {}).items():
+            if not isinstance(values, list) or not values:
+                raise ConfigError(f"grid axis {path!r} needs a non-empty list of values (got {values!r})")
+            data["grid"][path] = values
+        for path, value in (settings or {}).items():
+            if path == "seed":
+                data["seeds"] = [value]
+                continue
+            data["grid"] = {a: v for a, v in data["grid"].items() if not _covers(path, a)}
+            data["variants"] = [_drop(v, path) for v in data["variants"]]
+            _assign(data["base"], path, value)
+        data["variants"] = [v for i, v in enumerate(data["variants"]) if v not in data["variants"][:i]]
+        if seeds is not None:
+            data["seeds"] = seeds
+        try:
+            experiment = Experiment.model_validate(data)
+        except ValidationError as error:
+            raise ConfigError(one_line(error)) from None
+        experiment.cells()
+        return experiment
+
+    def check(self, plugins: Any) -> None:
+        """Raise ConfigError naming the first cell whose components or values the
+        plugin registries refuse (an unknown name lists the valid ones)."""
+        for point, config in self.cells():
+            try:
+                validate_config(config, plugins)
+            except ConfigError as error:
+                raise ConfigError(f"cell {cell_label(point)!r}: {error}") from None
+
+
+def cell_label(point: dict[str, Any]) -> str:
+    """A cell's name: its axis and variant values without the seed, e.g.
+    ``env.options.slip=0.1 filter.name=top_p`` (``base`` when there are none)."""
+    parts = [f"{k}={json.dumps(v)}" if not isinstance(v, str) else f"{k}={v}"
+             for k, v in point.items() if k != "seed"]
+    return " ".join(parts) or "base"
 
 
 def default_registry_path() -> Path:
@@ -75,8 +137,39 @@ def load_registry(path: Path | None = None) -> dict[str, Experiment]:
     return experiments
 
 
-def _deep_copy(data: dict[str, Any]) -> dict[str, Any]:
-    return {k: _deep_copy(v) if isinstance(v, dict) else v for k, v in data.items()}
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of ``base`` with ``extra`` merged in (mappings merge, values replace)."""
+    out = {k: _merge(v, {}) if isinstance(v, dict) else v for k, v in base.items()}
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = _merge(value, {}) if isinstance(value, dict) else value
+    return out
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"rollout": {"prompts": 8}}`` -> ``{"rollout.prompts": 8}`` (env options stay
+    one value each)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            out |= _flatten(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _covers(setting: str, axis: str) -> bool:
+    return axis == setting or axis.startswith(setting + ".")
+
+
+def _drop(variant: dict[str, Any], setting: str) -> dict[str, Any]:
+    flat = {k: v for k, v in _flatten(variant).items() if not _covers(setting, k)}
+    out: dict[str, Any] = {}
+    for path, value in flat.items():
+        _assign(out, path, value)
+    return out
 
 
 def _assign(data: dict[str, Any], path: str, value: Any) -> None:
@@ -85,4 +178,7 @@ def _assign(data: dict[str, Any], path: str, value: Any) -> None:
         data = data.setdefault(part, {})
         if not isinstance(data, dict):
             raise ConfigError(f"grid axis {path!r} goes through a non-mapping value")
-    data[leaf] = value
+    if isinstance(value, dict) and isinstance(data.get(leaf), dict):
+        data[leaf] = _merge(data[leaf], value)
+    else:
+        data[leaf] = value

@@ -25,7 +25,8 @@ def mirage_rollout(run: RunSession, batch: Batch) -> Batch:
         contexts = [build_context(state, env_config) for _, state in active]
         context_ids = [run.backend.encode(c) for c in contexts]
         response_ids = run.backend.generate(
-            context_ids, temperature=batch.temperature, greedy=batch.greedy, max_new_tokens=max_new_tokens
+            context_ids, temperature=batch.temperature, greedy=batch.greedy, max_new_tokens=max_new_tokens,
+            top_p=batch.top_p, min_p=batch.min_p,
         )
         for (trajectory, state), context, ids, resp in zip(active, contexts, context_ids, response_ids):
             response = run.backend.decode(resp)

@@ -652,7 +652,7 @@ BAD_FILTER_INPUTS = {
                              ["filter.loss_scaling", "'none', 'linear' or 'sqrt'"]),
     "zero empty steps": (["--max-empty-steps", "0"], ["filter.max_empty_steps", "got 0"]),
     "unknown filter": (["--filter", "nosuch"],
-                       ["'nosuch'", "valid: entropy, length, none, top_k, top_p, trajectory"]),
+                       ["'nosuch'", "valid: entropy, length, none, quartile, top_k, top_p, trajectory"]),
     "G = 1 with top_p": (["--group-size", "1", "--filter", "top_p"], ["'top_p'", "group size", "got 1"]),
     "G = 1 with top_k": (["--group-size", "1", "--filter", "top_k"], ["'top_k'", "got 1"]),
     "G = 1 with trajectory": (["--group-size", "1", "--filter", "trajectory"], ["'trajectory'", "got 1"]),

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from transformers.utils import logging as hf_logging
 
-from mirage.core.backend import Backend, PolicyOutput
+from mirage.core.backend import Backend, CrossScores, PolicyOutput
 from mirage.core.config import RunConfig
 from mirage.plugins.backend_local import model as model_lib
 from mirage.plugins.backend_local.critic import ValueModel
@@ -65,7 +65,7 @@ class LocalBackend(Backend):
 
     # ------------------------------------------------------------------ generation
     @torch.no_grad()
-    def generate(self, contexts, *, temperature, greedy, max_new_tokens):
+    def generate(self, contexts, *, temperature, greedy, max_new_tokens, top_p=1.0, min_p=0.0):
         self.model.eval()
         pad, eos = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
         width = max(len(c) for c in contexts)
@@ -74,7 +74,9 @@ class LocalBackend(Backend):
         for row, context in enumerate(contexts):  # left padding for decoder-only generation
             ids[row, width - len(context) :] = torch.tensor(context)
             mask[row, width - len(context) :] = 1
-        sampling = {} if greedy else {"temperature": temperature, "top_k": 0, "top_p": 1.0}
+        sampling = {} if greedy else {"temperature": temperature, "top_k": 0, "top_p": top_p}
+        if min_p > 0 and not greedy:
+            sampling["min_p"] = min_p
         out = self.model.generate(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
@@ -132,6 +134,53 @@ class LocalBackend(Backend):
             for i in range(0, len(contexts), SCORE_CHUNK)
         ]
         return _concat(parts)
+
+    @torch.no_grad()
+    def cross_score(self, contexts, responses, *, reuse_prefix: bool = True) -> CrossScores:
+        """Each context is encoded once; its key/value cache is copied for every chunk of
+        responses, which are then teacher-forced after it. The first response token is
+        predicted by the context's last logits. ``reuse_prefix=False``: every pair in full."""
+        if not reuse_prefix:
+            return super().cross_score(contexts, responses)
+        if not contexts or not responses:
+            empty = torch.zeros(len(responses), len(contexts), dtype=torch.float64)
+            return CrossScores(empty, empty.clone())
+        self.model.eval()
+        lengths = torch.tensor([len(r) for r in responses])
+        width = max(int(lengths.max()), 1)
+        ids = torch.full((len(responses), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        for row, response in enumerate(responses):
+            ids[row, : len(response)] = torch.tensor(response, dtype=torch.long)
+        mask = (torch.arange(width)[None, :] < lengths[:, None]).to(self.device)
+        ids = ids.to(self.device)
+        logprobs = torch.zeros(len(responses), len(contexts), dtype=torch.float64)
+        entropy = torch.zeros_like(logprobs)
+        for column, context in enumerate(contexts):
+            prefix = self.model(input_ids=torch.tensor([context], device=self.device), use_cache=True)
+            last = prefix.logits[:, -1:].float()
+            for start in range(0, len(responses), SCORE_CHUNK):
+                chunk = ids[start : start + SCORE_CHUNK]
+                logits = last.expand(chunk.size(0), -1, -1)
+                if width > 1:  # right padding only follows real tokens: no mask needed
+                    cache = copy.deepcopy(prefix.past_key_values)
+                    cache.batch_repeat_interleave(chunk.size(0))
+                    rest = self.model(input_ids=chunk[:, :-1], past_key_values=cache, use_cache=True)
+                    logits = torch.cat([logits, rest.logits.float()], dim=1)
+                log_probs = F.log_softmax(logits, dim=-1)
+                m = mask[start : start + SCORE_CHUNK].float()
+                picked = log_probs.gather(-1, chunk[:, :, None]).squeeze(-1)
+                spread = -(log_probs.exp() * log_probs).sum(-1)
+                logprobs[start : start + chunk.size(0), column] = (picked * m).sum(-1).double().cpu()
+                entropy[start : start + chunk.size(0), column] = (spread * m).sum(-1).double().cpu()
+        return CrossScores(logprobs, entropy)
+
+    def gradient(self, loss: torch.Tensor, *, retain_graph: bool = False) -> torch.Tensor:
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        grads = torch.autograd.grad(loss, params, retain_graph=retain_graph, allow_unused=True)
+        return torch.cat([
+            (g if g is not None else torch.zeros_like(p)).reshape(-1).float()
+            for g, p in zip(grads, params)
+        ])
 
     def forward(self, contexts, responses) -> PolicyOutput:
         self.model.train()

@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -59,16 +61,26 @@ def warm_start(config: RunConfig, env_cls, cache_dir: Path):
         for c, r in demos.pairs
     ]
     final_loss = _supervised(model, data, cfg, config.seed)
-    target.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(target)
-    tokenizer.save_pretrained(target)
     facts: dict[str, Any] = {
         "warmstart_pairs": len(data),
         "warmstart_demo_success": demos.success_rate,
         "warmstart_final_loss": final_loss,
         "vocab_size": len(tokenizer),
     }
-    facts_file.write_text(json.dumps(facts))
+    # Concurrent sweep cells may build the same warm start: each writes its own directory
+    # and renames it into place, so a reader never sees a half-written one.
+    tmp = target.parent / f".{target.name}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / facts_file.name).write_text(json.dumps(facts))
+    if target.exists() and not facts_file.exists():  # left by an interrupted older build
+        shutil.rmtree(target, ignore_errors=True)
+    try:
+        tmp.rename(target)
+    except OSError:  # another process put the same warm start in place first
+        shutil.rmtree(tmp, ignore_errors=True)
     return model, tokenizer, {**facts, "warmstart_cached": False}
 
 

@@ -2,7 +2,8 @@
 
 ``none``; ``top_p`` (reward-variance mass, linear or softmax); ``top_k`` (a fixed
 fraction); ``trajectory`` (every prompt kept, trajectories chosen inside groups);
-``entropy`` and ``length`` (rank by mean policy entropy or response length). The
+``entropy`` and ``length`` (rank by mean policy entropy or response length);
+``quartile`` (one reward-score quartile of the batch). The
 selection rules are pure functions in ``rules``; what groups are ranked by is in
 ``scores``.
 """
@@ -20,11 +21,12 @@ from mirage.plugins.filters.rules import (
 from mirage.plugins.filters.scores import (
     eligible_groups, group_scores, mean_entropy, mean_response_tokens, trajectory_entropy,
 )
+from mirage.plugins.filters.quartile import QuartileFilter, quartile_indices
 from mirage.plugins.filters.trajectory import TrajectoryFilter
 
 __all__ = [
-    "EntropyFilter", "LengthFilter", "NoFilter", "RankingFilter", "TopKFilter", "TopPFilter",
-    "TrajectoryFilter", "eligible_groups", "group_scores", "mean_entropy", "mean_response_tokens",
+    "EntropyFilter", "LengthFilter", "NoFilter", "QuartileFilter", "RankingFilter", "TopKFilter",
+    "TopPFilter", "TrajectoryFilter", "quartile_indices", "eligible_groups", "group_scores", "mean_entropy", "mean_response_tokens",
     "ranking", "selection_metrics", "softmax_top_p_indices", "top_k_indices", "top_p_indices",
     "trajectory_entropy", "trajectory_indices",
 ]
@@ -38,3 +40,4 @@ def mirage_register_filters(register):
     register("trajectory", TrajectoryFilter)
     register("entropy", EntropyFilter)
     register("length", LengthFilter)
+    register("quartile", QuartileFilter)

@@ -67,7 +67,8 @@ def dynamic_sampling(run, batch: Batch, config: RunConfig) -> tuple[list[Group],
         # Own seed stream per (run, step, round): prompts never repeat the step's own.
         seeds = np.random.SeedSequence([config.seed, batch.step, rounds, 0xDA90])
         extra = make_batch(batch.step, [int(s) for s in seeds.generate_state(config.rollout.prompts)],
-                           config.rollout.group_size, temperature=batch.temperature)
+                           config.rollout.group_size, temperature=batch.temperature,
+                           top_p=batch.top_p, min_p=batch.min_p)
         run.hook.mirage_rollout(run=run, batch=extra)
         score_batch(run, extra)
         fresh = [g for g in extra.groups if has_signal(g)]

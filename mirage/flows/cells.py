@@ -1,0 +1,65 @@
+"""An experiment's cells, ready to run: resolved config, its hash (the cache key), labels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mirage.core.experiments import Experiment, cell_label, load_registry
+from mirage.core.presets import TINY
+from mirage.core.validate import ConfigError
+
+PRESETS: dict[str, dict[str, Any]] = {"tiny": TINY}
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One cell of a sweep: what to run and how to label it in the store."""
+
+    experiment: str
+    cell: str
+    seed: int
+    config: dict[str, Any]  # the resolved RunConfig as JSON data
+    config_hash: str
+
+
+def plan_cells(
+    experiment: str,
+    registry: str | Path | None = None,
+    *,
+    grid: dict[str, list[Any]] | None = None,
+    settings: dict[str, Any] | None = None,
+    seeds: list[int] | None = None,
+    preset: str | None = None,
+    plugins: Any = None,
+) -> list[CellSpec]:
+    """The cells of ``experiment`` after overrides, every one checked against the plugin
+    registries. Raises ConfigError naming an unknown experiment, preset, axis, value or
+    component (with the valid choices) before anything runs."""
+    experiments = load_registry(Path(registry) if registry else None)
+    if experiment not in experiments:
+        raise ConfigError(f"unknown experiment {experiment!r}; valid: {', '.join(sorted(experiments))}")
+    if preset is not None and preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}; valid: {', '.join(sorted(PRESETS))}")
+    chosen: Experiment = experiments[experiment].overridden(
+        grid=grid, settings=settings, seeds=seeds, preset=PRESETS.get(preset or "", None)
+    )
+    if plugins is None:
+        from mirage.core.plugins import build_plugins
+
+        plugins = build_plugins()
+    try:
+        chosen.check(plugins)
+    except ConfigError as error:
+        raise ConfigError(f"experiment {experiment!r} cannot start: {error}") from None
+    return [
+        CellSpec(experiment, cell_label(point), int(point["seed"]), config.model_dump(mode="json"),
+                 config.run_hash())
+        for point, config in chosen.cells()
+    ]
+
+
+def cell_root(db: str | Path) -> Path:
+    """Where cells write their own files: ``cells/`` beside the main store."""
+    return Path(db).resolve().parent / "cells"

@@ -1,0 +1,63 @@
+"""The load step: bring finished cells into the main store, the file's only writer.
+
+Cells write their own DuckDB files (mirage/flows/task.py); this step, run once by the
+sweep flow after the cells, imports each with short transactions, records a failed run
+for a cell that failed before its run started, and reads back each cell's final metrics
+for the summary. Readers (the app) wait at most one short transaction.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mirage.core.config import config_hash
+from mirage.core.loop import git_commit
+from mirage.core.store import RunStore, new_run_id
+from mirage.flows.cells import CellSpec
+from mirage.flows.summary import SUMMARY_METRICS
+from mirage.flows.task import CELL_DB, cell_dir, read_outcome
+
+REUSABLE = ("finished", "stopped")
+
+
+def completed_runs(store: RunStore) -> dict[str, str]:
+    """config hash -> id of a finished (or stopped) run, the latest per hash: the cache."""
+    found = {}
+    for row in store.list_runs():
+        if row["status"] in REUSABLE:
+            found[config_hash(row["config"])] = row["run_id"]
+    return found
+
+
+def load_cell(store: RunStore, spec: CellSpec, root: Path) -> dict[str, Any]:
+    """Import one cell that ran; return its summary row (without ``sweep_id``)."""
+    directory = cell_dir(root, spec)
+    outcome = read_outcome(directory) or {
+        "status": "failed", "run_id": None, "error": "the cell ended without recording an outcome",
+    }
+    imported = store.import_runs(directory / CELL_DB) if (directory / CELL_DB).exists() else []
+    run_id = outcome["run_id"] or (imported[-1] if imported else None)
+    if run_id is None:  # failed before its run existed (e.g. loading the model): record it
+        run_id = new_run_id()
+        store.create_run(run_id, spec.config, [], git_commit(), experiment=spec.experiment,
+                         cell=spec.cell, seed=spec.seed)
+        store.set_status(run_id, "failed", outcome["error"])
+    return _row(store, spec, run_id, outcome["status"], outcome["error"], reused=False)
+
+
+def reused_cell(store: RunStore, spec: CellSpec, run_id: str) -> dict[str, Any]:
+    """The summary row of a cell whose config already ran to completion."""
+    status = (store.get_run(run_id) or {}).get("status", "finished")
+    return _row(store, spec, run_id, status, None, reused=True)
+
+
+def _row(store: RunStore, spec: CellSpec, run_id: str, status: str, error: str | None,
+         reused: bool) -> dict[str, Any]:
+    final = store.final_metrics(run_id, list(SUMMARY_METRICS.values()))
+    return {
+        "experiment": spec.experiment, "cell": spec.cell, "seed": spec.seed,
+        "config_hash": spec.config_hash, "run_id": run_id, "status": status,
+        "reused": reused, "error": error,
+        **{column: final.get(metric) for column, metric in SUMMARY_METRICS.items()},
+    }

@@ -1,0 +1,33 @@
+"""The task runner cells run on: a local process pool, threads, or a Ray cluster."""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+Runner = Literal["process", "thread", "ray"]
+RUNNERS = ("process", "thread", "ray")
+
+
+def make_task_runner(runner: str, width: int, ray_address: str | None = None):
+    """``process``: up to ``width`` cells at once in worker processes (CPU-bound work);
+    ``thread``: the same in threads of the flow process; ``ray``: prefect-ray's runner on
+    the cluster at ``ray_address``, or on a local Ray with ``width`` CPUs and no dashboard."""
+    if width < 1:
+        raise ValueError(f"width must be >= 1 (got {width})")
+    if runner == "process":
+        from prefect.task_runners import ProcessPoolTaskRunner
+
+        return ProcessPoolTaskRunner(max_workers=width)
+    if runner == "thread":
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        return ThreadPoolTaskRunner(max_workers=width)
+    if runner == "ray":
+        from prefect_ray import RayTaskRunner
+
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # silences a token warning locally
+        if ray_address:
+            return RayTaskRunner(address=ray_address)
+        return RayTaskRunner(init_kwargs={"num_cpus": width, "include_dashboard": False})
+    raise ValueError(f"unknown runner {runner!r}; valid: {', '.join(RUNNERS)}")

@@ -1,0 +1,68 @@
+"""Planning a sweep: cells, overrides, presets, refusal before anything runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mirage.core.config import RunConfig
+from mirage.core.presets import TINY
+from mirage.core.validate import ConfigError
+from mirage.flows.cells import cell_root, plan_cells
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_cells_of_a_shrunk_stochasticity_grid():
+    cells = plan_cells("stochasticity", REPO / "registry.yaml", grid={"env.options.slip": [0.0, 0.5]},
+                       settings={"filter.name": "top_p"}, seeds=[0, 1], preset="tiny")
+    assert [(c.cell, c.seed) for c in cells] == [
+        ("env.options.slip=0.0", 0), ("env.options.slip=0.0", 1),
+        ("env.options.slip=0.5", 0), ("env.options.slip=0.5", 1)]
+    for cell in cells:
+        config = RunConfig.model_validate(cell.config)
+        assert cell.config_hash == config.run_hash()  # the cache key
+        assert cell.experiment == "stochasticity" and config.seed == cell.seed
+        assert config.model.hidden == TINY["model"]["hidden"] and config.threads == 1
+        assert config.filter.name == "top_p" and config.env.name == "frozenlake"
+    assert len({c.config_hash for c in cells}) == 4
+
+
+def test_unknown_experiment_and_preset_list_the_valid_ones():
+    with pytest.raises(ConfigError, match=r"unknown experiment 'stochastic'; valid: .*stochasticity"):
+        plan_cells("stochastic", REPO / "registry.yaml")
+    with pytest.raises(ConfigError, match=r"unknown preset 'small'; valid: tiny"):
+        plan_cells("rho", REPO / "registry.yaml", preset="small")
+
+
+def test_an_experiment_needing_a_missing_component_refuses_to_start(tmp_path):
+    registry = tmp_path / "registry.yaml"
+    registry.write_text(yaml.safe_dump({"experiments": {"later": {
+        "grid": {"env.name": ["sokoban", "webshop_not_here"], "filter.name": ["none"]}}}}))
+    with pytest.raises(ConfigError) as info:
+        plan_cells("later", registry)
+    assert str(info.value).startswith("experiment 'later' cannot start: cell 'env.name=webshop_not_here")
+    assert "unknown env 'webshop_not_here'; valid: " in str(info.value)
+
+
+def test_cells_write_beside_the_main_store(tmp_path):
+    assert cell_root(tmp_path / "runs" / "main.duckdb") == (tmp_path / "runs" / "cells").resolve()
+
+
+def test_core_sweep_refuses_bad_input_before_prefect_starts(cli, tmp_path):
+    code, out, err = cli("sweep", "stochastic", "--db", tmp_path / "main.duckdb")
+    assert code == 2 and "unknown experiment 'stochastic'; valid:" in err
+    code, out, err = cli("sweep", "rho", "--set", "filter.rhoo=0.5")
+    assert code == 2 and "filter.rhoo" in err
+    code, out, err = cli("sweep", "rho", "--runner", "slurm")
+    assert code == 2 and "unknown runner 'slurm'; valid: process, thread, ray" in err
+    assert not (tmp_path / "main.duckdb").exists()
+
+
+def test_core_serve_refuses_a_malformed_registry(cli, tmp_path):
+    registry = tmp_path / "registry.yaml"
+    registry.write_text(yaml.safe_dump({"experiments": {"bad": {"grid": {"nosuch": [1]}}}}))
+    code, out, err = cli("serve", "--registry", registry)
+    assert code == 2 and "experiment 'bad'" in err and "nosuch" in err

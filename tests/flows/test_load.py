@@ -1,0 +1,114 @@
+"""The load step: cells' own DuckDB files into the main store (mirage/flows/load.py)."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+
+from mirage.core.store import GroupRow, RunStore
+from mirage.flows.cells import CellSpec
+from mirage.flows.load import completed_runs, load_cell, reused_cell
+from mirage.flows.task import CELL_DB, OUTCOME, cell_dir
+
+CONFIG = {"steps": 2, "seed": 0}
+
+
+def spec(cell: str = "filter.name=top_p", config_hash: str = "abc123") -> CellSpec:
+    return CellSpec("stochasticity", cell, 0, CONFIG, config_hash)
+
+
+def write_cell(root, cell_spec: CellSpec, *, status="finished", run=True, error=None) -> str | None:
+    """A cell directory as a finished (or failed) cell task leaves it."""
+    directory = cell_dir(root, cell_spec)
+    directory.mkdir(parents=True)
+    run_id = None
+    if run:
+        run_id = f"run-{cell_spec.config_hash}"
+        store = RunStore(directory / CELL_DB)
+        store.create_run(run_id, CONFIG, [{"name": "mirage", "version": "0"}], None,
+                         experiment=cell_spec.experiment, cell=cell_spec.cell, seed=cell_spec.seed)
+        store.record_event(run_id, 0, "backend", "{}")
+        for step, (success, kept) in enumerate([(0.25, 1.0), (0.5, 0.5), (0.75, 0.25)]):
+            store.record_step(run_id, step, {"val/success": success, "filter/kept_ratio": kept},
+                              [GroupRow(0, 11, 0.5, 0.25, 0.5, True)])
+        store.record_metrics(run_id, 1, {"mi/first_turn/retrieval_acc": 0.9})
+        store.set_status(run_id, status, error)
+    outcome = {"status": status, "run_id": run_id if status != "failed" else None, "error": error}
+    (directory / OUTCOME).write_text(json.dumps(outcome))
+    return run_id
+
+
+def test_a_finished_cell_is_imported_with_its_labels_and_summary(tmp_path):
+    root, main = tmp_path / "cells", RunStore(tmp_path / "main.duckdb")
+    run_id = write_cell(root, spec())
+    row = load_cell(main, spec(), root)
+    run = main.get_run(run_id)
+    assert (run["experiment"], run["cell"], run["seed"], run["status"]) == (
+        "stochasticity", "filter.name=top_p", 0, "finished")
+    assert main.snapshot()["metrics"] == 7 and main.snapshot()["groups"] == 3
+    assert [e["kind"] for e in main.events(run_id)] == ["backend"]
+    assert row == {"experiment": "stochasticity", "cell": "filter.name=top_p", "seed": 0,
+                   "config_hash": "abc123", "run_id": run_id, "status": "finished", "reused": False,
+                   "error": None, "success": 0.75, "retrieval_acc": 0.9, "entropy": None,
+                   "kept_ratio": 0.25}
+    before = main.snapshot()
+    load_cell(main, spec(), root)  # loading again copies nothing twice
+    assert main.snapshot() == before
+
+
+def test_a_cell_that_failed_before_its_run_existed_is_recorded_as_failed(tmp_path):
+    root, main = tmp_path / "cells", RunStore(tmp_path / "main.duckdb")
+    failing = spec("model.path=/nowhere", "def456")
+    write_cell(root, failing, status="failed", run=False, error="OSError: no checkpoint at /nowhere")
+    row = load_cell(main, failing, root)
+    run = main.get_run(row["run_id"])
+    assert (run["status"], run["error"], run["experiment"], run["cell"], run["seed"]) == (
+        "failed", "OSError: no checkpoint at /nowhere", "stochasticity", "model.path=/nowhere", 0)
+    assert run["config"] == CONFIG
+    assert row["status"] == "failed" and row["error"] == "OSError: no checkpoint at /nowhere"
+
+
+def test_a_run_that_failed_midway_keeps_its_steps(tmp_path):
+    root, main = tmp_path / "cells", RunStore(tmp_path / "main.duckdb")
+    write_cell(root, spec(), status="failed", error="RuntimeError: boom at step 2")
+    row = load_cell(main, spec(), root)
+    assert row["run_id"] == "run-abc123" and row["status"] == "failed"
+    assert main.get_run("run-abc123")["error"] == "RuntimeError: boom at step 2"
+    assert len(main.metrics("run-abc123", "val/success")) == 3
+
+
+def test_only_completed_runs_are_reused_by_config_hash(tmp_path):
+    from mirage.core.config import RunConfig
+
+    root, main = tmp_path / "cells", RunStore(tmp_path / "main.duckdb")
+    config = RunConfig(steps=2).model_dump(mode="json")
+    main.create_run("done", config, [], None)
+    main.set_status("done", "finished")
+    main.create_run("broken", RunConfig(steps=3).model_dump(mode="json"), [], None)
+    main.set_status("broken", "failed", "boom")
+    cache = completed_runs(main)
+    assert cache == {RunConfig(steps=2).run_hash(): "done"}
+    row = reused_cell(main, spec(config_hash=RunConfig(steps=2).run_hash()), "done")
+    assert row["reused"] and row["run_id"] == "done" and row["status"] == "finished"
+
+
+def test_sweep_summary_rows_are_stored(tmp_path):
+    main = RunStore(tmp_path / "main.duckdb")
+    assert main.sweep_cells() == []
+    main.record_sweep_cells([{"sweep_id": "s1", "experiment": "e", "cell": "c", "seed": 0,
+                              "config_hash": "h", "run_id": "r", "status": "finished",
+                              "reused": False, "error": None, "success": 0.5}])
+    (row,) = main.sweep_cells("s1")
+    assert (row["cell"], row["success"], row["entropy"], row["reused"]) == ("c", 0.5, None, False)
+
+
+def test_importing_reads_the_cell_file_while_others_read_it(tmp_path):
+    root, main = tmp_path / "cells", RunStore(tmp_path / "main.duckdb")
+    write_cell(root, spec())
+    cell_db = cell_dir(root, spec()) / CELL_DB
+    reader = duckdb.connect(str(cell_db), read_only=True)  # another reader of the cell file
+    try:
+        assert main.import_runs(cell_db) == ["run-abc123"]
+    finally:
+        reader.close()

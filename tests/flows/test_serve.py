@@ -1,0 +1,128 @@
+"""The two-terminal workflow end to end: a real Prefect server, `core serve`, and
+`prefect deployment run sweep/stochasticity --watch`, twice (the second reuses every cell)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mirage.core.store import RunStore
+
+from .conftest import api_get, kill_tree
+
+REPO = Path(__file__).resolve().parents[2]
+PARAMS = [
+    "--param", "preset=tiny",
+    "--param", 'grid={"env.options.slip": [0.0, 0.5]}',
+    "--params", json.dumps({"settings": {"filter.name": "top_p", "steps": 2, "threads": 1}}),
+]
+
+
+def deployment_run(server, *args: str) -> tuple[subprocess.CompletedProcess, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "prefect", "deployment", "run", "sweep/stochasticity", "--watch", *args],
+        env=server.env(), cwd=REPO, capture_output=True, text=True, timeout=400,
+    )
+    found = re.search(r"UUID: ([0-9a-f-]{36})", done.stdout)
+    assert found, done.stdout + done.stderr
+    return done, found.group(1)
+
+
+def command_line(process) -> str:
+    import psutil
+
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:  # exited, or a zombie nobody reaped yet
+        return ""
+
+
+def final_message(server, flow_run_id: str) -> str:
+    status, body = api_get(f"{server.api_url}/flow_runs/{flow_run_id}")
+    assert status == 200
+    return body["state"]["message"]
+
+
+@pytest.mark.slow
+def test_deployment_run_sweep_twice_recomputes_nothing(prefect_server, tmp_path, cli_argv):
+    db = tmp_path / "runs" / "main.duckdb"
+    log = open(tmp_path / "serve.log", "w")
+    serve = subprocess.Popen(cli_argv("serve", "--db", db, "--width", "2"), env=prefect_server.env(),
+                             cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        names = ("stochasticity", "rho", "pxg", "sampling", "filters")  # one per experiment
+        while any(api_get(f"{prefect_server.api_url}/deployments/name/sweep/{name}")[0] != 200
+                  for name in names):
+            assert serve.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "core serve did not register its deployments"
+            time.sleep(1)
+
+        first, first_id = deployment_run(prefect_server, *PARAMS)
+        assert first.returncode == 0, first.stdout + first.stderr + (tmp_path / "serve.log").read_text()[-3000:]
+        assert final_message(prefect_server, first_id) == "stochasticity: 2 cells: 2 run, 0 reused, 0 failed"
+        store = RunStore(db)
+        runs = store.list_runs()
+        assert sorted((r["experiment"], r["cell"], r["seed"], r["status"]) for r in runs) == [
+            ("stochasticity", "env.options.slip=0.0", 0, "finished"),
+            ("stochasticity", "env.options.slip=0.5", 0, "finished")]
+        for run in runs:
+            assert run["config"]["filter"]["name"] == "top_p" and run["config"]["steps"] == 2
+            assert [s for s, _, _ in store.metrics(run["run_id"], "val/success")] == [0, 2]
+        first_summary = store.sweep_cells()
+        assert len(first_summary) == 2 and not any(r["reused"] for r in first_summary)
+        before = store.snapshot()
+
+        second, second_id = deployment_run(prefect_server, *PARAMS)
+        assert second.returncode == 0, second.stdout + second.stderr
+        assert final_message(prefect_server, second_id) == "stochasticity: 2 cells: 0 run, 2 reused, 0 failed"
+        assert store.snapshot() == before  # no run, metric, group or event was added
+        second_summary = [r for r in store.sweep_cells() if r["sweep_id"] == second_id]
+        assert len(second_summary) == 2 and all(r["reused"] for r in second_summary)
+        assert {r["run_id"] for r in second_summary} == {r["run_id"] for r in runs}
+    finally:
+        kill_tree(serve)
+        log.close()
+
+
+@pytest.mark.slow
+def test_core_serve_starts_and_stops_its_own_server(tmp_path, cli_argv):
+    import os
+    import signal
+
+    import psutil
+
+    from .conftest import free_port
+
+    port = free_port()
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home")}
+    env.pop("PREFECT_API_URL", None)
+    log = open(tmp_path / "serve.log", "w")
+    serve = subprocess.Popen(cli_argv("serve", "--db", tmp_path / "main.duckdb", "--port", port),
+                             env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    api_url = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + 120
+        while api_get(f"{api_url}/deployments/name/sweep/stochasticity")[0] != 200:
+            assert serve.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "core serve did not start a server and serve"
+            time.sleep(1)
+        family = psutil.Process(serve.pid).children(recursive=True)
+        server = [p for p in family if "server" in command_line(p)]
+        assert server, [command_line(p) for p in family]
+        serve.send_signal(signal.SIGTERM)  # core serve alone: it must stop its server
+        serve.wait(30)
+        _, alive = psutil.wait_procs(server, timeout=15)
+        assert not alive, [command_line(p) for p in alive]
+        assert api_get(f"{api_url}/health")[0] == 0
+    finally:
+        kill_tree(serve)
+        log.close()
+    assert "export PREFECT_API_URL=" + api_url in (tmp_path / "serve.log").read_text()

@@ -1,0 +1,93 @@
+"""The sweep flow in this process against a real Prefect server: a failing cell, and two
+cells on a local Ray through prefect-ray's task runner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psutil
+import pytest
+
+from mirage.core.store import RunStore
+
+REPO = Path(__file__).resolve().parents[2]
+SHRINK = {"settings": {"filter.name": "top_p", "steps": 2, "threads": 1}, "preset": "tiny"}
+
+
+def runs_of(db: Path) -> list[dict]:
+    return RunStore(db).list_runs()
+
+
+@pytest.mark.slow
+def test_a_failing_cell_is_recorded_while_the_other_finishes(prefect_server, tmp_path, monkeypatch):
+    from mirage.flows.sweep import sweep
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    broken = tmp_path / "broken-model"  # a checkpoint directory without weights
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "qwen2"}')
+    db = tmp_path / "runs" / "main.duckdb"
+    with prefect_server.settings():
+        state = sweep("stochasticity", grid={"model.path": [None, str(broken)]},
+                      settings={**SHRINK["settings"], "env.options.slip": 0.0}, preset="tiny",
+                      runner="thread", width=2, db=str(db), registry=str(REPO / "registry.yaml"),
+                      return_state=True)
+    assert state.is_failed()
+    assert state.message == "stochasticity: 2 cells: 1 run, 0 reused, 1 failed"
+    runs = {r["cell"]: r for r in runs_of(db)}
+    assert set(runs) == {"model.path=null", f"model.path={broken}"}
+    good, bad = runs["model.path=null"], runs[f"model.path={broken}"]
+    assert (good["status"], good["experiment"], good["seed"]) == ("finished", "stochasticity", 0)
+    assert RunStore(db).metrics(good["run_id"], "val/success")  # its steps were loaded
+    assert (bad["status"], bad["experiment"], bad["seed"]) == ("failed", "stochasticity", 0)
+    assert "OSError" in bad["error"] and "model.safetensors" in bad["error"]
+    summary = {r["cell"]: r for r in RunStore(db).sweep_cells()}
+    assert summary[f"model.path={broken}"]["status"] == "failed"
+    assert summary[f"model.path={broken}"]["error"] == bad["error"]
+    assert summary["model.path=null"]["success"] is not None
+
+
+def ray_processes() -> set[int]:
+    found = set()
+    for process in psutil.process_iter(["name", "cmdline"]):
+        text = " ".join([process.info["name"] or ""] + (process.info["cmdline"] or []))
+        if any(mark in text for mark in ("raylet", "gcs_server", "ray::", "default_worker.py")):
+            found.add(process.pid)
+    return found
+
+
+@pytest.mark.slow
+def test_two_cells_run_on_a_local_ray(prefect_server, tmp_path, monkeypatch):
+    import ray
+
+    from mirage.flows.sweep import sweep
+
+    for key, value in prefect_server.env().items():  # Ray's processes inherit these
+        if key.startswith(("PREFECT_", "RAY_")):
+            monkeypatch.setenv(key, value)
+    before = ray_processes()
+    db = tmp_path / "runs" / "main.duckdb"
+    try:
+        with prefect_server.settings():
+            state = sweep("stochasticity", grid={"env.options.slip": [0.0, 0.5]}, runner="ray",
+                          width=2, db=str(db), registry=str(REPO / "registry.yaml"),
+                          return_state=True, **SHRINK)
+        assert state.is_completed(), state.message
+        assert state.message == "stochasticity: 2 cells: 2 run, 0 reused, 0 failed"
+        runs = runs_of(db)
+        assert sorted(r["cell"] for r in runs) == ["env.options.slip=0.0", "env.options.slip=0.5"]
+        assert all(r["status"] == "finished" and r["experiment"] == "stochasticity" for r in runs)
+        events = [e["kind"] for r in runs for e in RunStore(db).events(r["run_id"])]
+        assert events.count("backend") == 2
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        left = []
+        for pid in ray_processes() - before:
+            try:
+                psutil.Process(pid).kill()
+                left.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+    assert not ray.is_initialized()
+    assert not left, f"Ray processes left behind: {left}"

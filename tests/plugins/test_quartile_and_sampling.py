@@ -1,0 +1,96 @@
+"""The quartile filter (registry experiment ``quartiles``) and the rollout sampling options
+top_p / min_p (experiment ``sampling``) reaching the local backend's generate."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mirage.core.batch import Batch, Group, Trajectory, Turn
+from mirage.core.config import FilterConfig
+from mirage.core.validate import build_config
+from mirage.plugins.filters import QuartileFilter, quartile_indices
+
+
+def group(index: int, returns: list[float]) -> Group:
+    turns = lambda r: [Turn(context="X", response="Z", reasoning="Z", answer="Up", actions=["Up"],
+                            format_ok=True, reward=r, context_ids=[1], response_ids=[2])]
+    return Group(prompt_index=index, seed=index,
+                 trajectories=[Trajectory(index, k, k, turns=turns(r)) for k, r in enumerate(returns)])
+
+
+# variances: [1, 0, 1, 0] -> 1/3; [1, 0, 0, 0] -> 1/4; [1, 1, 1, 0] -> 1/4; all equal -> 0
+RETURNS = [[1, 1, 1, 1], [1, 0, 1, 0], [0, 0, 0, 0], [1, 0, 0, 0],
+           [1, 0, 1, 0], [1, 1, 1, 0], [0, 0, 0, 0], [1, 0, 1, 0]]
+
+
+@pytest.mark.parametrize("quartile, expected", [
+    (1, [1, 4]),  # the two highest of the three 1/3 groups (ties: lower index first)
+    (2, [3, 7]),  # the last 1/3 group and the first 1/4 group
+    (3, [0, 5]),  # the other 1/4 group and the first zero group
+    (4, [2, 6]),  # zero variance
+])
+def test_quartile_filter_keeps_one_quarter_of_the_ranking(quartile, expected):
+    batch = Batch(step=1, groups=[group(i, r) for i, r in enumerate(RETURNS)])
+    selection = QuartileFilter(FilterConfig(name="quartile", quartile=quartile)).select(batch)
+    assert selection.kept_groups == expected
+    assert selection.metrics["filter/kept_ratio"] == pytest.approx(0.25)
+
+
+def test_quartile_indices_keep_at_least_one_and_cover_the_batch():
+    scores = [0.5, 0.1, 0.9]
+    parts = [quartile_indices(scores, q) for q in (1, 2, 3, 4)]
+    assert all(parts) and parts[0] == [2]
+    assert quartile_indices(scores, 4, keep="smallest") == [2]  # the ranking reversed
+
+
+def test_quartile_must_be_one_to_four():
+    with pytest.raises(ValueError):
+        FilterConfig(quartile=5)
+
+
+def test_rollout_sampling_options_reach_generate(monkeypatch, tiny_config):
+    from mirage.plugins.backend_local.backend import LocalBackend
+    from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
+    from mirage.plugins.backend_local.model import build_tiny_model
+
+    data = tiny_config()
+    data["rollout"] |= {"top_p": 0.9, "min_p": 0.2}
+    config = build_config(data)
+    backend = LocalBackend(config)
+    backend.tokenizer = build_word_tokenizer(["a b c", "c b a"])
+    tok = backend.tokenizer
+    backend.model = build_tiny_model(config.model, len(tok), tok.pad_token_id, tok.eos_token_id,
+                                     tok.bos_token_id)
+    seen = []
+    real = backend.model.generate
+    monkeypatch.setattr(backend.model, "generate", lambda **kw: seen.append(kw) or real(**kw))
+    ids = [backend.encode("a b")]
+    backend.generate(ids, temperature=1.0, greedy=False, max_new_tokens=3, top_p=0.9, min_p=0.2)
+    backend.generate(ids, temperature=0.5, greedy=False, max_new_tokens=3)
+    backend.generate(ids, temperature=0.5, greedy=True, max_new_tokens=3, top_p=0.9, min_p=0.2)
+    assert (seen[0]["top_p"], seen[0]["min_p"]) == (0.9, 0.2)
+    assert seen[1]["top_p"] == 1.0 and "min_p" not in seen[1]  # validation samples plainly
+    assert "top_p" not in seen[2] and not seen[2]["do_sample"]
+    assert (config.rollout.top_p, config.rollout.min_p) == (0.9, 0.2)
+
+
+def test_min_p_truncates_the_sampled_tokens(tiny_config):
+    """min-p 0.99 leaves only the most probable token: sampling equals greedy."""
+    from mirage.plugins.backend_local.backend import LocalBackend
+    from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
+    from mirage.plugins.backend_local.model import build_tiny_model
+
+    config = build_config(tiny_config())
+    backend = LocalBackend(config)
+    backend.tokenizer = build_word_tokenizer(["a b c d e f g", "g f e d c b a"])
+    tok = backend.tokenizer
+    torch.manual_seed(0)
+    backend.model = build_tiny_model(config.model, len(tok), tok.pad_token_id, tok.eos_token_id,
+                                     tok.bos_token_id)
+    ids = [backend.encode("a b c")] * 8
+    greedy = backend.generate(ids, temperature=1.0, greedy=True, max_new_tokens=6)
+    truncated = backend.generate(ids, temperature=1.0, greedy=False, max_new_tokens=6, min_p=0.99)
+    plain = backend.generate(ids, temperature=1.0, greedy=False, max_new_tokens=6)
+    assert truncated == greedy
+    assert plain != greedy  # an untrained model's plain samples differ
