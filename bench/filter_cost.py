@@ -8,9 +8,9 @@ update time per kept group (the update sees only kept groups, so its time should
 with the kept share). Means are over steps 1..N; step 0 has no filter or update.
 
 Everything but the filter is RunConfig's default (or, with ``--tiny``, the test suite's
-tiny model). Validation is cut to one episode, diagnostics are off and the empty-step
-stop is lifted: none of them is part of ``time/step``, they would only lengthen the bench
-or end a run early. Numbers, not pass/fail.
+tiny model). Validation is cut to one episode (it is not part of ``time/step``),
+diagnostics are off (they are, but cost the same with or without a filter) and the
+empty-step stop is lifted (it would end a run early). Numbers, not pass/fail.
 
     .venv/bin/python bench/filter_cost.py [--steps 5] [--env sokoban] [--tiny]
 """

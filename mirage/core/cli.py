@@ -135,8 +135,8 @@ def run(
     registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]"),
     quiet: bool = typer.Option(False, help="no progress bar"),
 ) -> None:
-    """Run rollout -> score -> filter -> update -> diagnose for --steps iterations."""
-    from mirage.core.loop import EmptyStepsError, FilterError, execute
+    """Run rollout -> score -> diagnose -> filter -> update for --steps iterations."""
+    from mirage.core.loop import FilterError, RunStopped, execute
 
     data = _start_data(experiment, registry, config_file)
     _set_options(data, [
@@ -155,7 +155,7 @@ def run(
         run_id = execute(config, target, resume=resume, progress=not quiet)
     except ConfigError as error:
         _fail(str(error))
-    except EmptyStepsError as error:
+    except RunStopped as error:
         typer.echo(f"stopped: {error}", err=True)
         raise typer.Exit(1)
     except FilterError as error:
@@ -194,13 +194,112 @@ def preflight(
 
 @app.command()
 def experiments(registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]")) -> None:
-    """Validate registry.yaml and list its experiments with their cell counts."""
+    """Validate registry.yaml and list its experiments with their cell counts; an
+    experiment needing a component no plugin registers is listed with what is missing."""
+    from mirage.core.plugins import build_plugins
+
     try:
         found = load_registry(registry)
     except ConfigError as error:
         _fail(str(error))
+    loaded = build_plugins()
     for name, experiment in found.items():
         typer.echo(f"{name}: {len(experiment.cells())} cells - {experiment.description}")
+        try:
+            experiment.check(loaded)
+        except ConfigError as error:
+            typer.echo(f"  cannot start: {error}")
+
+
+def _pairs(pairs: list[str], flag: str) -> dict[str, Any]:
+    """``PATH=VALUE`` options (VALUE as JSON, else a string) as a dict."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            _fail(f"{flag} expects PATH=VALUE, got {pair!r}")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+_RUNNER_HELP = "cells run on a local process pool (process), threads (thread) or Ray (ray)"
+
+
+@app.command()
+def sweep(
+    experiment: str = typer.Argument(..., help="registry.yaml experiment"),
+    grid: list[str] = typer.Option([], "--grid", help='replace or add an axis PATH=JSON_LIST, e.g. env.options.slip="[0, 0.5]"'),
+    set_: list[str] = typer.Option([], "--set", help="fix PATH=VALUE in every cell, e.g. steps=5"),
+    seeds: Optional[str] = typer.Option(None, help="replicate seeds, comma-separated [default: the experiment's]"),
+    preset: Optional[str] = typer.Option(None, help="shrink every cell: tiny"),
+    force: bool = typer.Option(False, help="recompute cells that already ran"),
+    width: int = typer.Option(2, help="cells at once"),
+    runner: str = typer.Option("process", help=_RUNNER_HELP),
+    ray_address: Optional[str] = typer.Option(None, help="Ray cluster address [default: a local Ray]"),
+    db: Optional[Path] = typer.Option(None, help="DuckDB run store [default: $MIRAGE_DB or runs/mirage.duckdb]"),
+    registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]"),
+) -> None:
+    """Run an experiment's grid in this process (the served deployment does the same)."""
+    import os
+
+    from mirage.flows.cells import plan_cells
+    from mirage.flows.runners import RUNNERS
+
+    if runner not in RUNNERS:
+        _fail(f"unknown runner {runner!r}; valid: {', '.join(RUNNERS)}")
+    axes, settings = _pairs(grid, "--grid"), _pairs(set_, "--set")
+    try:
+        seed_list = None if seeds is None else [int(s) for s in seeds.split(",")]
+    except ValueError:
+        _fail(f"--seeds expects comma-separated integers, got {seeds!r}")
+    try:  # validate before Prefect starts
+        plan_cells(experiment, registry, grid=axes, settings=settings, seeds=seed_list, preset=preset)
+    except ConfigError as error:
+        _fail(str(error))
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    from mirage.flows.sweep import sweep as sweep_flow
+
+    state = sweep_flow(experiment, grid=axes, settings=settings, seeds=seed_list, preset=preset,
+                       force=force, width=width, runner=runner, ray_address=ray_address,
+                       db=str(db) if db else None, registry=str(registry) if registry else None,
+                       return_state=True)
+    typer.echo(f"{state.name}: {state.message}")
+    raise typer.Exit(0 if state.is_completed() else 1)
+
+
+@app.command()
+def serve(
+    registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]"),
+    db: Optional[Path] = typer.Option(None, help="DuckDB run store [default: $MIRAGE_DB or runs/mirage.duckdb]"),
+    width: int = typer.Option(2, help="cells at once (deployment default)"),
+    runner: str = typer.Option("process", help=_RUNNER_HELP),
+    ray_address: Optional[str] = typer.Option(None, help="Ray cluster address [default: a local Ray]"),
+    host: str = typer.Option("127.0.0.1", help="local Prefect server host (when PREFECT_API_URL is unset)"),
+    port: int = typer.Option(4200, help="local Prefect server port (when PREFECT_API_URL is unset)"),
+) -> None:
+    """Serve one `sweep` deployment per registry.yaml experiment: run a grid with
+    `prefect deployment run sweep/NAME`. Starts a local Prefect server unless
+    PREFECT_API_URL names one."""
+    from mirage.core.experiments import default_registry_path
+    from mirage.flows.runners import RUNNERS
+    from mirage.flows.serve import serve_registry
+
+    if runner not in RUNNERS:
+        _fail(f"unknown runner {runner!r}; valid: {', '.join(RUNNERS)}")
+    defaults = {
+        "db": str((db or default_db_path()).resolve()),
+        "registry": str((registry or default_registry_path()).resolve()),
+        "width": width, "runner": runner, "ray_address": ray_address,
+    }
+    try:
+        serve_registry(registry, defaults, host, port)
+    except ConfigError as error:
+        _fail(str(error))
+    except RuntimeError as error:
+        _fail(str(error))
 
 
 @app.command()
@@ -216,6 +315,26 @@ def plugins() -> None:
             typer.echo(f"  hooks: {', '.join(info.hooks)}")
         for kind_name, names in sorted(info.components.items()):
             typer.echo(f"  {kind_name}: {', '.join(names)}")
+
+
+@app.command(name="app")
+def app_command(
+    db: Optional[Path] = typer.Option(None, help="DuckDB run store [default: $MIRAGE_DB or runs/mirage.duckdb]"),
+    port: Optional[int] = typer.Option(None, help="port to serve on [default: Streamlit's, 8501]"),
+    headless: bool = typer.Option(False, help="do not open a browser"),
+) -> None:
+    """Compare runs in the Streamlit app (opens the store read-only, one query at a time)."""
+    import os
+
+    from mirage.app.launch import streamlit_argv
+
+    target = db or default_db_path()
+    if target.is_dir():
+        _fail(f"--db {str(target)!r} is a directory; expected a DuckDB file")
+    if port is not None and not 0 < port < 65536:
+        _fail(f"--port {port} is not a port number (1-65535)")
+    argv = streamlit_argv(target, port=port, headless=headless)
+    os.execv(argv[0], argv)  # Streamlit takes over this process (one pid to stop)
 
 
 def main() -> None:

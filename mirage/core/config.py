@@ -43,7 +43,20 @@ class RolloutConfig(_Section):
     prompts: int = Field(8, ge=1, description="P, prompt groups per iteration")
     group_size: int = Field(16, ge=1, description="G, rollouts per prompt")
     temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(
+        1.0, gt=0, le=1, description="nucleus sampling for training rollouts (1: off); "
+        "validation always samples plainly at its own temperature"
+    )
+    min_p: float = Field(
+        0.0, ge=0, lt=1, description="min-p sampling for training rollouts: drop tokens below "
+        "min_p times the top token's probability (0: off)"
+    )
     max_new_tokens: int = Field(40, ge=1)
+    stored_trajectories: int = Field(
+        4, ge=0, description="sampled trajectories per step whose turns (prompt, reasoning, "
+        "action, reward) go to the store's rollouts table for the app's rollout browser, "
+        "one per prompt in turn (0: none)"
+    )
 
 
 class FilterConfig(_Section):
@@ -77,6 +90,10 @@ class FilterConfig(_Section):
         False, description="also multiply advantages by rho (the paper's step-size matching)"
     )
     max_empty_steps: int = Field(5, ge=1, description="stop the run after this many steps in a row with nothing kept")
+    quartile: int = Field(
+        1, ge=1, le=4, description="quartile filter: train only on this reward-score quartile "
+        "of the batch (1: highest, 4: lowest), a quarter of the prompts (PAPER.md section 5)"
+    )
 
     @field_validator("rho")
     @classmethod
@@ -224,11 +241,47 @@ class ValidationConfig(_Section):
     seed: int = 1_000_003
 
 
-class DiagnosticsConfig(_Section):
-    """Which diagnostics run and how often (step 1 and every ``every`` steps)."""
+MIScope = Literal["first_turn", "trajectory"]
 
-    names: list[str] = Field(default_factory=lambda: ["mi"])
+
+class CollapseAlarmConfig(_Section):
+    """The collapse alarm's rule (docs/diagnostics.md): it fires on a check where the
+    scope's retrieval accuracy has been within ``margin`` of chance for ``checks``
+    consecutive checks while the scope's policy entropy stays at or above
+    ``entropy_ratio`` times its early level (the mean of the first ``baseline_checks``)."""
+
+    scope: MIScope = "first_turn"
+    margin: float = Field(0.05, ge=0, description="at chance: retrieval accuracy <= chance + margin")
+    checks: int = Field(3, ge=1, description="K: consecutive checks at chance before it fires")
+    baseline_checks: int = Field(2, ge=1, description="checks whose mean entropy is the early level")
+    entropy_ratio: float = Field(0.9, ge=0, description="entropy counts as high at >= ratio x early level")
+    stop: bool = Field(False, description="stop the run (status stopped) when the alarm fires")
+
+
+class DiagnosticsConfig(_Section):
+    """Which diagnostics run and how often (docs/diagnostics.md). The MI proxies run at
+    step 0, step 1 and every ``every`` steps; reward structure every step; the gradient
+    decomposition every ``gradient_every`` steps."""
+
+    names: list[str] = Field(default_factory=lambda: ["mi", "reward", "grad", "collapse"])
     every: int = Field(5, ge=1)
+    scopes: list[MIScope] = Field(
+        default_factory=lambda: ["first_turn", "trajectory"], min_length=1,
+        description="MI proxy scopes: first turns, and a uniform sample of (trajectory, turn)",
+    )
+    trajectory_samples: int = Field(32, ge=2, description="turns sampled for the trajectory scope")
+    zscore_epsilon: float = Field(1e-3, gt=0, description="MI-ZScore: added to std(marginal)")
+    zscore_ema_alpha: float = Field(0.9, ge=0, lt=1, description="MI-ZScore-EMA: weight of the previous EMA")
+    gradient_every: int = Field(20, ge=1, description="gradient decomposition at steps divisible by this")
+    alarm: CollapseAlarmConfig = Field(default_factory=CollapseAlarmConfig)
+
+    @model_validator(mode="after")
+    def _alarm_has_its_inputs(self) -> "DiagnosticsConfig":
+        if "collapse" in self.names and "mi" not in self.names:
+            raise ValueError("the 'collapse' alarm reads the 'mi' diagnostic: add 'mi' to names")
+        if "collapse" in self.names and self.alarm.scope not in self.scopes:
+            raise ValueError(f"alarm.scope {self.alarm.scope!r} is not among scopes {self.scopes}")
+        return self
 
 
 class RunConfig(_Section):
@@ -264,5 +317,27 @@ class RunConfig(_Section):
         return self
 
     def run_hash(self) -> str:
-        text = json.dumps(self.model_dump(mode="json"), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return config_hash(self.model_dump(mode="json"))
+
+
+def config_hash(data: dict[str, Any]) -> str:
+    """The identity of a resolved config given as JSON data (a stored run's config), equal
+    to ``RunConfig.run_hash()`` of the config it was dumped from; sweeps cache by it."""
+    text = json.dumps(data, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class AppConfig(_Section):
+    """The Streamlit app (``core app``, docs/app.md). Not part of a run: it only reads the store."""
+
+    refresh_seconds: float = Field(
+        5.0, gt=0, description="how often the views re-read the store while a selected run is running"
+    )
+    max_points: int = Field(
+        400, ge=10, description="most points per curve; longer runs are averaged over equal step "
+        "buckets in SQL"
+    )
+    default_runs: int = Field(6, ge=1, description="runs selected when the app opens (the newest)")
+    lock_timeout: float = Field(
+        10.0, gt=0, description="seconds a query retries while a writer holds the store's lock"
+    )

@@ -1,4 +1,4 @@
-"""The run loop: rollout -> score -> filter -> update -> diagnose -> store, every iteration.
+"""The run loop: rollout -> score -> diagnose -> filter -> update -> store, every iteration.
 
 Step 0 evaluates the starting policy (validation and diagnostics, no update). Each step
 is written to the store as it finishes, and the policy is checkpointed every
@@ -25,12 +25,20 @@ from mirage.core.config import FilterConfig, RunConfig
 from mirage.core.plugins import Plugins, build_plugins
 from mirage.core.progress import Progress
 from mirage.core.session import RunSession
-from mirage.core.store import GroupRow, RunStore, new_run_id
+from mirage.core.store import GroupRow, RolloutRow, RunStore, new_run_id
 from mirage.core.validate import ConfigError, validate_config
 
 
-class EmptyStepsError(RuntimeError):
+class RunStopped(RuntimeError):
+    """The run stopped itself (status ``stopped``, an event says why)."""
+
+
+class EmptyStepsError(RunStopped):
     """The filter kept nothing for too many steps in a row."""
+
+
+class CollapseAlarmStop(RunStopped):
+    """The collapse alarm fired and ``diagnostics.alarm.stop`` is on."""
 
 
 class FilterError(RuntimeError):
@@ -121,13 +129,16 @@ def run_step(run: RunSession, step: int) -> tuple[dict[str, float], Batch]:
     timings: dict[str, float] = {}
     started = time.perf_counter()
     batch = make_batch(step, step_seeds(cfg.seed, step, cfg.rollout.prompts), cfg.rollout.group_size,
-                       temperature=cfg.rollout.temperature)
+                       temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
+                       min_p=cfg.rollout.min_p)
     run.hook.mirage_rollout(run=run, batch=batch)
     timings["time/rollout"] = time.perf_counter() - started
     mark = time.perf_counter()
     score_batch(run, batch)
     timings["time/score"] = time.perf_counter() - mark
     metrics = batch_metrics(batch, "train")
+    # Diagnostics see the whole batch under the policy that sampled it (PAPER.md section 6).
+    metrics |= diagnose(run, batch) if step else _step0_diagnostics(run, batch)
     if step == 0:
         return metrics | timings, batch
     mark = time.perf_counter()
@@ -191,6 +202,9 @@ def diagnose(run: RunSession, batch: Batch) -> dict[str, float]:
     merged: dict[str, float] = {}
     for result in run.hook.mirage_diagnose(run=run, batch=batch):
         merged |= dict(result or {})
+    for diagnostic in run.diagnostics.values():  # reviews read every diagnostic's numbers
+        if hasattr(diagnostic, "review"):
+            merged |= dict(diagnostic.review(run, merged) or {})
     if merged:
         merged["time/diagnose"] = time.perf_counter() - mark
     return merged
@@ -203,6 +217,18 @@ def group_rows(batch: Batch) -> list[GroupRow]:
     ]
 
 
+def rollout_rows(batch: Batch, count: int) -> list[RolloutRow]:
+    """Every turn of ``count`` trajectories, one per prompt in turn (sample 0 of each
+    prompt, then sample 1, ...), so the rollout browser shows different prompts side by side."""
+    ordered = sorted(batch.trajectories, key=lambda t: (t.sample_index, t.prompt_index))
+    return [
+        RolloutRow(t.prompt_index, t.sample_index, index, turn.context, turn.reasoning,
+                   turn.answer, turn.reward)
+        for t in ordered[:count]
+        for index, turn in enumerate(t.turns)
+    ]
+
+
 def execute(
     config: RunConfig | None,
     db: Path,
@@ -211,8 +237,11 @@ def execute(
     plugins: Plugins | None = None,
     progress: bool = True,
     on_step: Callable[[int, dict[str, float]], None] | None = None,
+    experiment: str | None = None,
+    cell: str | None = None,
 ) -> str:
-    """Validate, then run (or resume) a whole run; return its id."""
+    """Validate, then run (or resume) a whole run; return its id. ``experiment`` and
+    ``cell`` label a run of a registry grid (a sweep) in the ``runs`` table."""
     plugins = plugins or build_plugins()
     if resume:
         if not Path(db).exists():
@@ -237,28 +266,40 @@ def execute(
         store.record_event(run_id, start, "resumed", f"resumed from checkpoint at step {start}")
     else:
         store.create_run(run_id, config.model_dump(mode="json"), plugins.records(), git_commit(),
-                         seed=config.seed)
+                         experiment=experiment, cell=cell, seed=config.seed)
         store.record_event(run_id, 0, "backend", json.dumps(facts, default=str))
+        store.record_event(run_id, 0, "environment", json.dumps(
+            {"name": session.env_cls.name, "version": session.env_cls.version,
+             "options": env_options.model_dump(mode="json")}))
     bar = Progress(total=config.steps, initial=start, enabled=progress, run_id=run_id)
     try:
         for step in range(start if start == 0 else start + 1, config.steps + 1):
             metrics, batch = run_step(session, step)
-            metrics |= diagnose(session, batch) if step else _step0_diagnostics(session, batch)
             if step == 0 or step % config.validation.every == 0 or step == config.steps:
                 metrics |= validate_policy(session)
-            store.record_step(run_id, step, metrics, group_rows(batch))
+            store.record_step(run_id, step, metrics, group_rows(batch),
+                              rollout_rows(batch, config.rollout.stored_trajectories))
             if step and (step % config.checkpoint_every == 0 or step == config.steps):
                 _checkpoint(session, root, step)
             bar.update(step, metrics)
+            for kind, message in session.notices:
+                store.record_event(run_id, step, kind, message)
+                bar.warn(message)
+            session.notices.clear()
             if on_step:
                 on_step(step, metrics)
+            if metrics.get("alarm/collapse") == 1.0 and config.diagnostics.alarm.stop:
+                message = "the collapse alarm fired (diagnostics.alarm.stop is on)"
+                store.record_event(run_id, step, "stopped", message)
+                store.set_status(run_id, "stopped", message)
+                raise CollapseAlarmStop(f"run {run_id}: {message}")
             if session.state.get("empty_streak", 0) >= config.filter.max_empty_steps:
                 message = (f"filter {config.filter.name!r} kept no group for "
                            f"{config.filter.max_empty_steps} steps in a row")
                 store.record_event(run_id, step, "stopped", message)
                 store.set_status(run_id, "stopped", message)
                 raise EmptyStepsError(f"run {run_id}: {message}")
-    except EmptyStepsError:
+    except RunStopped:
         raise
     except KeyboardInterrupt:
         store.set_status(run_id, "stopped", "interrupted")

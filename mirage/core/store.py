@@ -1,4 +1,5 @@
-"""The run store: one DuckDB file holding every run, its metrics, prompt groups and events.
+"""The run store: one DuckDB file holding every run, its metrics, prompt groups, events
+and a few sampled rollouts per step (for reading what the policy writes).
 
 DuckDB lets only one process hold a database file at a time (a writer blocks readers in
 other processes and vice versa), so the store never keeps a connection open: each public
@@ -25,10 +26,10 @@ from typing import Any
 
 import duckdb
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the rollouts table
 STATUSES = frozenset({"running", "finished", "failed", "stopped"})
 TERMINAL_STATUSES = frozenset({"finished", "failed", "stopped"})
-TABLES = ("runs", "metrics", "groups", "events")
+TABLES = ("runs", "metrics", "groups", "events", "rollouts")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -51,12 +52,39 @@ CREATE TABLE IF NOT EXISTS events (
     event_id BIGINT DEFAULT nextval('events_seq'), run_id TEXT NOT NULL,
     step INTEGER NOT NULL, kind TEXT NOT NULL, message TEXT NOT NULL, "at" TIMESTAMP NOT NULL
 );
+CREATE TABLE IF NOT EXISTS rollouts (
+    run_id TEXT NOT NULL, step INTEGER NOT NULL, prompt_index INTEGER NOT NULL,
+    sample_index INTEGER NOT NULL, turn INTEGER NOT NULL, prompt TEXT NOT NULL,
+    reasoning TEXT NOT NULL, action TEXT NOT NULL, reward DOUBLE NOT NULL
+);
 """
+# One row per cell of a sweep (mirage/flows): created by the first sweep that writes here.
+_SWEEP_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sweep_cells (
+    sweep_id TEXT NOT NULL, experiment TEXT NOT NULL, cell TEXT NOT NULL, seed BIGINT,
+    config_hash TEXT NOT NULL, run_id TEXT, status TEXT NOT NULL, reused BOOLEAN NOT NULL,
+    error TEXT, success DOUBLE, retrieval_acc DOUBLE, entropy DOUBLE, kept_ratio DOUBLE,
+    recorded_at TIMESTAMP NOT NULL
+);
+"""
+SWEEP_CELL_FIELDS = (
+    "sweep_id", "experiment", "cell", "seed", "config_hash", "run_id", "status", "reused",
+    "error", "success", "retrieval_acc", "entropy", "kept_ratio",
+)
 _INSERT_METRICS = "INSERT INTO metrics SELECT ?, ?, unnest(?::TEXT[]), unnest(?::DOUBLE[])"
 _INSERT_GROUPS = (
     "INSERT INTO groups SELECT ?, ?, unnest(?::INTEGER[]), unnest(?::BIGINT[]),"
     " unnest(?::DOUBLE[]), unnest(?::DOUBLE[]), unnest(?::DOUBLE[]), unnest(?::BOOLEAN[])"
 )
+_INSERT_ROLLOUTS = (
+    "INSERT INTO rollouts SELECT ?, ?, unnest(?::INTEGER[]), unnest(?::INTEGER[]),"
+    " unnest(?::INTEGER[]), unnest(?::TEXT[]), unnest(?::TEXT[]), unnest(?::TEXT[]),"
+    " unnest(?::DOUBLE[])"
+)
+_ROLLOUT_FIELDS = {
+    "prompt_index": int, "sample_index": int, "turn": int, "prompt": str,
+    "reasoning": str, "action": str, "reward": float,
+}  # fmt: skip
 _GROUP_FIELDS = {
     "prompt_index": int, "seed": int, "reward_mean": float,
     "reward_variance": float, "reward_std": float, "kept": bool,
@@ -81,6 +109,20 @@ class GroupRow:
     reward_variance: float  # unbiased (divides by G - 1)
     reward_std: float  # unbiased
     kept: bool
+
+
+@dataclass(frozen=True)
+class RolloutRow:
+    """One turn of a sampled trajectory: the prompt X it saw, its reasoning Z, its action
+    (the answer text) and the turn's reward."""
+
+    prompt_index: int
+    sample_index: int
+    turn: int
+    prompt: str
+    reasoning: str
+    action: str
+    reward: float
 
 
 def default_db_path() -> Path:
@@ -138,6 +180,8 @@ class RunStore:
                 con.execute("INSERT INTO schema_version VALUES (?)", [SCHEMA_VERSION])
             elif found > SCHEMA_VERSION:
                 raise RuntimeError(f"{self.path}: schema {found} is newer than {SCHEMA_VERSION}")
+            elif found < SCHEMA_VERSION:  # the schema above only adds tables
+                con.execute("UPDATE schema_version SET version = ?", [SCHEMA_VERSION])
 
     @staticmethod
     def _version(con: duckdb.DuckDBPyConnection) -> int | None:
@@ -230,8 +274,10 @@ class RunStore:
         step: int,
         metrics: Mapping[str, float | None],
         groups: Sequence[GroupRow] = (),
+        rollouts: Sequence[RolloutRow] = (),
     ) -> None:
-        """Write one step's metrics and groups in one transaction, replacing rows at ``step``.
+        """Write one step's metrics, groups and sampled rollouts in one transaction,
+        replacing rows at ``step``.
 
         None/NaN metric values are skipped. ``last_step`` becomes max(last_step, step).
         """
@@ -239,11 +285,15 @@ class RunStore:
         with self._write(run_id) as con:
             con.execute("DELETE FROM metrics WHERE run_id = ? AND step = ?", [run_id, step])
             con.execute("DELETE FROM groups WHERE run_id = ? AND step = ?", [run_id, step])
+            con.execute("DELETE FROM rollouts WHERE run_id = ? AND step = ?", [run_id, step])
             if names:
                 con.execute(_INSERT_METRICS, [run_id, step, names, values])
             if groups:
                 cols = [[cast(getattr(g, f)) for g in groups] for f, cast in _GROUP_FIELDS.items()]
                 con.execute(_INSERT_GROUPS, [run_id, step, *cols])
+            if rollouts:
+                cols = [[cast(getattr(r, f)) for r in rollouts] for f, cast in _ROLLOUT_FIELDS.items()]
+                con.execute(_INSERT_ROLLOUTS, [run_id, step, *cols])
             con.execute(
                 "UPDATE runs SET last_step = greatest(coalesce(last_step, ?), ?) WHERE run_id = ?",
                 [step, step, run_id],
@@ -280,9 +330,10 @@ class RunStore:
             )
 
     def truncate_after(self, run_id: str, step: int) -> None:
-        """Delete metrics, groups and events after ``step`` (a resume point); last_step = step."""
+        """Delete metrics, groups, events and rollouts after ``step`` (a resume point);
+        last_step = step."""
         with self._write(run_id) as con:
-            for table in ("metrics", "groups", "events"):
+            for table in ("metrics", "groups", "events", "rollouts"):
                 con.execute(f"DELETE FROM {table} WHERE run_id = ? AND step > ?", [run_id, step])
             con.execute("UPDATE runs SET last_step = ? WHERE run_id = ?", [step, run_id])
 
@@ -311,6 +362,57 @@ class RunStore:
                 return row["run_id"]
         return None
 
+    def import_runs(self, source: str | os.PathLike[str]) -> list[str]:
+        """Copy every run of another store file (a sweep cell's own DuckDB file) that is
+        not here yet, with all its rows, in one transaction; return the copied run ids.
+
+        This is how sweeps load results: cells write their own files and one process
+        (the only writer of this file) imports them, so no cell ever opens this file."""
+        with self._tx() as con:
+            con.execute("ATTACH ? AS cell (READ_ONLY)", [str(source)])
+            try:
+                have = {r[0] for r in con.execute("SELECT run_id FROM cell.runs").fetchall()}
+                here = {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
+                new = sorted(have - here)
+                present = {r[0] for r in con.execute(
+                    "SELECT table_name FROM duckdb_tables() WHERE database_name = 'cell'").fetchall()}
+                for table in (t for t in TABLES if t in present and new):
+                    columns = "* EXCLUDE (event_id)" if table == "events" else "*"
+                    con.execute(f"INSERT INTO {table} BY NAME SELECT {columns} FROM cell.{table}"
+                                " WHERE list_contains(?, run_id)", [new])
+            finally:
+                con.execute("DETACH cell")
+        return new
+
+    def final_metrics(self, run_id: str, names: Sequence[str]) -> dict[str, float]:
+        """Each named metric's value at the last step that recorded it (absent: missing)."""
+        rows = self._query(
+            "SELECT name, arg_max(value, step) AS value FROM metrics WHERE run_id = ?"
+            " AND list_contains(?, name) GROUP BY name", [run_id, list(names)],
+        )
+        return {r["name"]: r["value"] for r in rows}
+
+    def record_sweep_cells(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Append one summary row per sweep cell (keys: ``SWEEP_CELL_FIELDS``)."""
+        now = _now()
+        with self._tx() as con:
+            con.execute(_SWEEP_SCHEMA)
+            for row in rows:
+                con.execute(
+                    f"INSERT INTO sweep_cells ({', '.join(SWEEP_CELL_FIELDS)}, recorded_at)"
+                    f" VALUES ({', '.join('?' * (len(SWEEP_CELL_FIELDS) + 1))})",
+                    [row.get(k) for k in SWEEP_CELL_FIELDS] + [now],
+                )
+
+    def sweep_cells(self, sweep_id: str | None = None) -> list[dict[str, Any]]:
+        """Summary rows of one sweep (or of all), in the order they were recorded."""
+        with self._tx(read_only=True) as con:
+            sql = "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'sweep_cells'"
+            if not con.execute(sql).fetchone()[0]:
+                return []
+        where, params = ("", []) if sweep_id is None else ("WHERE sweep_id = ?", [sweep_id])
+        return self._query(f"SELECT * FROM sweep_cells {where} ORDER BY recorded_at, rowid", params)
+
     def metrics(self, run_id: str, name: str | None = None) -> list[tuple[int, str, float]]:
         """``(step, name, value)`` rows of a run (optionally one metric), by step then name."""
         where, params = ("", [run_id]) if name is None else (" AND name = ?", [run_id, name])
@@ -326,6 +428,16 @@ class RunStore:
         return self._query(
             f"SELECT step, {', '.join(_GROUP_FIELDS)} FROM groups WHERE run_id = ?{where}"
             " ORDER BY step, prompt_index",
+            params,
+        )
+
+    def rollouts(self, run_id: str, step: int | None = None) -> list[dict[str, Any]]:
+        """Sampled rollout rows as dicts (``step`` + RolloutRow fields), by step, sample,
+        prompt and turn."""
+        where, params = ("", [run_id]) if step is None else (" AND step = ?", [run_id, step])
+        return self._query(
+            f"SELECT step, {', '.join(_ROLLOUT_FIELDS)} FROM rollouts WHERE run_id = ?{where}"
+            " ORDER BY step, sample_index, prompt_index, turn",
             params,
         )
 

@@ -21,8 +21,8 @@ from mirage.core.store import GroupRow, RunStore
 
 # (extra arguments, fragments the one-line message must contain)
 BAD_INPUTS = {
-    "unknown env": (["--env", "nosuch"], ["'nosuch'", "valid: frozenlake, sokoban"]),
-    "unknown filter": (["--filter", "nosuch"], ["'nosuch'", "valid: entropy, length, none, top_k, top_p, trajectory"]),
+    "unknown env": (["--env", "nosuch"], ["'nosuch'", "valid: countdown, deepcoder, frozenlake, metamathqa, searchqa, sokoban, webshop"]),
+    "unknown filter": (["--filter", "nosuch"], ["'nosuch'", "valid: entropy, length, none, quartile, top_k, top_p, trajectory"]),
     "unknown algo": (["--algo", "nosuch"], ["'nosuch'", "valid: dapo, drgrpo, grpo, ppo"]),
     "rho zero": (["--rho", "0"], ["rho", "got 0"]),
     "rho above one": (["--rho", "1.2"], ["rho", "1.2"]),

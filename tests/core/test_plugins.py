@@ -80,7 +80,7 @@ def test_throwaway_component_is_registered_with_its_owner(throwaway):
     assert filters.get("keep_first") is KeepFirst
     assert filters.owner("keep_first") == "throwaway"
     assert filters.owner("top_p") == "mirage.plugins.filters"
-    assert filters.names() == ["entropy", "keep_first", "length", "none", "top_k", "top_p",
+    assert filters.names() == ["entropy", "keep_first", "length", "none", "quartile", "top_k", "top_p",
                                "trajectory"]
 
 
@@ -102,10 +102,11 @@ def test_builtin_plugin_infos():
     assert [i.name for i in loaded.infos] == list(DEFAULT_PLUGINS)
     assert all(i.builtin and i.version == MIRAGE_VERSION for i in loaded.infos)
     assert loaded.info("mirage.plugins.filters").components == {
-        "filters": ["none", "top_p", "top_k", "trajectory", "entropy", "length"]}
-    assert loaded.info("mirage.envs.plugin").components == {"envs": ["sokoban", "frozenlake"]}
+        "filters": ["none", "top_p", "top_k", "trajectory", "entropy", "length", "quartile"]}
+    assert loaded.info("mirage.envs.plugin").components == {"envs": [
+        "sokoban", "frozenlake", "countdown", "metamathqa", "searchqa", "webshop", "deepcoder"]}
     assert loaded.info("mirage.plugins.stages").hooks == [
-        "mirage_diagnose", "mirage_filter", "mirage_score", "mirage_update"
+        "mirage_cross_score", "mirage_diagnose", "mirage_filter", "mirage_score", "mirage_update"
     ]
 
 
@@ -326,10 +327,10 @@ def test_core_plugins_lists_builtins_with_versions_and_components(cli):
         if sep and kind != "hooks":
             listed.setdefault(kind, set()).update(n.strip() for n in names.split(","))
     assert listed == {
-        "envs": {"sokoban", "frozenlake"},
+        "envs": {"sokoban", "frozenlake", "countdown", "metamathqa", "searchqa", "webshop", "deepcoder"},
         "backends": {"local"},
         "algorithms": {"ppo", "grpo", "dapo", "drgrpo"},
-        "filters": {"none", "top_p", "top_k", "trajectory", "entropy", "length"},
-        "diagnostics": {"mi"},
+        "filters": {"none", "top_p", "top_k", "trajectory", "entropy", "length", "quartile"},
+        "diagnostics": {"mi", "reward", "grad", "collapse"},
     }
     assert "  hooks: mirage_rollout" in lines

@@ -211,6 +211,24 @@ def test_cached_warm_start_gives_the_same_run_as_a_fresh_one(three_runs):
     assert not differing, f"cached warm start changes the run: {differing[:8]}"
 
 
+def test_tiny_run_stores_sampled_rollouts(tiny_run):
+    db, run_id, _, _ = tiny_run
+    config = RunConfig.model_validate(RunStore(db).get_run(run_id)["config"])
+    count = config.rollout.stored_trajectories
+    assert count == RunConfig().rollout.stored_trajectories == 4  # the default, P x G = 2 x 4
+    rows = RunStore(db).rollouts(run_id)
+    for step in range(5):
+        at_step = [r for r in rows if r["step"] == step]
+        # one trajectory per prompt in turn: samples 0 and 1 of prompts 0 and 1
+        assert {(r["sample_index"], r["prompt_index"]) for r in at_step} == {
+            (0, 0), (0, 1), (1, 0), (1, 1)}
+        for key in {(r["sample_index"], r["prompt_index"]) for r in at_step}:
+            turns = [r["turn"] for r in at_step if (r["sample_index"], r["prompt_index"]) == key]
+            assert turns == list(range(len(turns))) and 1 <= len(turns) <= config.env.max_turns
+        assert all(r["prompt"].rstrip().endswith("<think>") for r in at_step)
+        assert all(isinstance(r["reward"], float) for r in at_step)
+
+
 # --------------------------------------------------------------------------- (c) resume
 
 
@@ -271,6 +289,10 @@ def test_killed_run_resumes_without_duplicates(make_config_file, tiny_config, tm
     assert Counter((g["step"], g["prompt_index"]) for g in groups) == {
         (s, p): 1 for s in range(13) for p in range(2)
     }
+    rollout_keys = Counter((r["step"], r["sample_index"], r["prompt_index"], r["turn"])
+                           for r in store.rollouts(run_id))
+    assert {step for step, *_ in rollout_keys} == set(range(13))
+    assert max(rollout_keys.values()) == 1  # resumed steps replaced, never duplicated
     # what was recorded up to the checkpoint is untouched
     kept_before = {k: v for k, v in before.items() if k[0] <= checkpoint_step}
     assert kept_before == {k: v for k, v in after.items() if k[0] <= checkpoint_step}

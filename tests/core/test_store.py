@@ -19,6 +19,7 @@ import pytest
 from mirage.core.store import (
     SCHEMA_VERSION,
     GroupRow,
+    RolloutRow,
     RunStore,
     StoreBusyError,
     default_db_path,
@@ -71,7 +72,7 @@ def test_schema_created_and_idempotent(tmp_path: Path) -> None:
     store.create_run("r1", {"lr": 1e-6}, PLUGINS, "abc123")
     again = RunStore(str(path))  # str path too; existing data untouched
     assert again.get_run("r1") is not None
-    assert again.snapshot() == {"runs": 1, "metrics": 0, "groups": 0, "events": 0}
+    assert again.snapshot() == {"runs": 1, "metrics": 0, "groups": 0, "events": 0, "rollouts": 0}
     with duckdb.connect(str(path), read_only=True) as con:
         assert con.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
 
@@ -144,7 +145,7 @@ def test_record_step_and_replace_on_rerecord(store: RunStore) -> None:
     assert step1[1]["kept"] is False
     assert len(store.groups("r")) == 5
     assert store.get_run("r")["last_step"] == 2  # type: ignore[index]  # never moves back
-    assert store.snapshot() == {"runs": 1, "metrics": 3, "groups": 5, "events": 0}
+    assert store.snapshot() == {"runs": 1, "metrics": 3, "groups": 5, "events": 0, "rollouts": 0}
 
 
 def test_record_metrics_adds_to_step_and_replaces_same_name(store: RunStore) -> None:
@@ -215,7 +216,7 @@ def test_set_status(store: RunStore) -> None:
 
 def test_list_runs_and_snapshot(store: RunStore) -> None:
     assert store.list_runs() == []
-    assert store.snapshot() == {"runs": 0, "metrics": 0, "groups": 0, "events": 0}
+    assert store.snapshot() == {"runs": 0, "metrics": 0, "groups": 0, "events": 0, "rollouts": 0}
     ids = [new_run_id() for _ in range(3)]
     for i, run_id in enumerate(ids):
         store.create_run(run_id, {"i": i}, PLUGINS, None, seed=i)
@@ -224,7 +225,7 @@ def test_list_runs_and_snapshot(store: RunStore) -> None:
     assert [r["config"] for r in runs] == [{"i": 0}, {"i": 1}, {"i": 2}]
     store.record_step(ids[0], 1, {"x": 1.0, "y": 2.0}, _groups(4))
     store.record_event(ids[1], 0, "start", "")
-    assert store.snapshot() == {"runs": 3, "metrics": 2, "groups": 4, "events": 1}
+    assert store.snapshot() == {"runs": 3, "metrics": 2, "groups": 4, "events": 1, "rollouts": 0}
 
 
 def test_new_run_id_and_default_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -275,7 +276,7 @@ def test_reader_in_other_process_between_writes(tmp_path: Path) -> None:
     seen = json.loads(out)
     assert seen["status"] == "running" and seen["config"] == {"k": "v"}
     assert seen["metrics"] == [[1, "loss", 1.0]]
-    assert seen["snapshot"] == {"runs": 1, "metrics": 1, "groups": 2, "events": 0}
+    assert seen["snapshot"] == {"runs": 1, "metrics": 1, "groups": 2, "events": 0, "rollouts": 0}
 
     store.record_step("r", 2, {"loss": 0.5})  # the writer carries on after the reader
     assert store.snapshot()["metrics"] == 2
@@ -292,3 +293,35 @@ def test_finished_run_finds_only_finished_runs_with_the_same_config(tmp_path):
     assert store.finished_run({"seed": 1}) == "a"
     assert store.finished_run({"seed": 2}) is None
     assert store.finished_run({"seed": 3}) is None
+
+
+def _rollouts(step: int) -> list[RolloutRow]:
+    return [RolloutRow(p, 0, t, f"state {p} <think>", f"z{step}", "Up", -0.1 * t)
+            for p in range(2) for t in range(2)]
+
+
+def test_rollouts_round_trip_replace_and_truncate(store: RunStore) -> None:
+    store.create_run("r", {}, [], None)
+    for step in range(1, 4):
+        store.record_step("r", step, {"loss": 1.0}, rollouts=_rollouts(step))
+    assert store.rollouts("r", 2)[1] == {
+        "step": 2, "prompt_index": 0, "sample_index": 0, "turn": 1,
+        "prompt": "state 0 <think>", "reasoning": "z2", "action": "Up", "reward": -0.1,
+    }  # fmt: skip
+    store.record_step("r", 2, {"loss": 2.0}, rollouts=_rollouts(20)[:1])  # a re-recorded step
+    assert [r["reasoning"] for r in store.rollouts("r", 2)] == ["z20"]
+    store.truncate_after("r", 1)  # a resume point
+    assert {r["step"] for r in store.rollouts("r")} == {1}
+    assert store.snapshot()["rollouts"] == 4
+
+
+def test_schema_1_store_gains_the_rollouts_table(tmp_path: Path) -> None:
+    path = tmp_path / "old.duckdb"
+    RunStore(path).create_run("old", {}, [], None)
+    with duckdb.connect(str(path)) as con:  # as a store written before the rollouts table
+        con.execute("DROP TABLE rollouts")
+        con.execute("UPDATE schema_version SET version = 1")
+    store = RunStore(path)
+    assert store.get_run("old") is not None and store.rollouts("old") == []
+    with duckdb.connect(str(path), read_only=True) as con:
+        assert con.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]

@@ -1,0 +1,263 @@
+"""The app's SQL: every aggregation runs in DuckDB, every value is a parameter.
+
+Each function takes a :class:`~mirage.app.reader.StoreReader` and the selected run ids
+and returns a small DataFrame ready to chart. Metrics are long format
+``(run_id, step, name, value)`` (docs/metrics.md); a run's *final* value of a metric is
+its value at the last step that has one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from mirage.app.reader import StoreReader
+
+# What the Spearman table and the scatter views treat as a diagnostic (a regex on names).
+DIAGNOSTIC_PATTERN = (
+    r"^(mi|reward|grad)/|^update/(entropy|kl)$|^filter/(kept_ratio|zero_variance_groups|rv_cv)$"
+)
+PHASES = ("early", "middle", "late")
+_IN_RUNS = "list_contains(?::TEXT[], run_id)"
+_FINAL = (
+    "SELECT run_id, arg_max(value, step) AS value FROM metrics"
+    f" WHERE name = ? AND {_IN_RUNS} GROUP BY run_id"
+)
+
+
+def json_path(dotted: str) -> str:
+    """A DuckDB JSON path for a dotted config path: ``filter.rho`` -> ``$."filter"."rho"``."""
+    return "$." + ".".join('"' + part.replace('"', '\\"') + '"' for part in dotted.split("."))
+
+
+def runs(reader: StoreReader) -> pd.DataFrame:
+    """Every run, newest first, with the config fields the run picker filters on."""
+    if not reader.has_table("runs"):
+        return pd.DataFrame()
+    return reader.query(
+        """
+        SELECT run_id, status, experiment, cell,
+               coalesce(seed, TRY_CAST(json_extract_string(config, '$.seed') AS BIGINT)) AS seed,
+               json_extract_string(config, '$.env.name') AS env,
+               json_extract_string(config, '$.algorithm.name') AS algorithm,
+               json_extract_string(config, '$.filter.name') AS filter,
+               TRY_CAST(json_extract_string(config, '$.filter.rho') AS DOUBLE) AS rho,
+               last_step, TRY_CAST(json_extract_string(config, '$.steps') AS BIGINT) AS steps,
+               error, created_at, updated_at
+        FROM runs ORDER BY created_at DESC, run_id DESC
+        """
+    )
+
+
+def metric_names(reader: StoreReader, run_ids: Sequence[str]) -> list[str]:
+    """Names logged by any of the runs, sorted."""
+    frame = reader.query(
+        f"SELECT DISTINCT name FROM metrics WHERE {_IN_RUNS} ORDER BY name", [list(run_ids)]
+    )
+    return frame["name"].tolist()
+
+
+def curves(reader: StoreReader, run_ids: Sequence[str], names: Sequence[str],
+           max_points: int) -> pd.DataFrame:
+    """``run_id, name, step, value`` over steps; runs longer than ``max_points`` steps are
+    averaged over equal step buckets (each point at its bucket's last step)."""
+    return reader.query(
+        f"""
+        WITH picked AS (
+            SELECT run_id, step, name, value FROM metrics
+            WHERE {_IN_RUNS} AND list_contains(?::TEXT[], name)
+        ), width AS (
+            SELECT greatest(1, ceil((max(step) + 1) / ?))::BIGINT AS w FROM picked
+        )
+        SELECT run_id, name, max(step) AS step, avg(value) AS value
+        FROM picked, width GROUP BY run_id, name, step // w ORDER BY run_id, name, step
+        """,
+        [list(run_ids), list(names), max_points],
+    )
+
+
+def paired(reader: StoreReader, run_ids: Sequence[str], x_name: str,
+           y_name: str) -> pd.DataFrame:
+    """``run_id, step, x, y`` at the steps where a run logged both metrics."""
+    return reader.query(
+        f"""
+        SELECT run_id, step, max(value) FILTER (WHERE name = ?) AS x,
+               max(value) FILTER (WHERE name = ?) AS y
+        FROM metrics WHERE {_IN_RUNS} AND name IN (?, ?)
+        GROUP BY run_id, step HAVING x IS NOT NULL AND y IS NOT NULL ORDER BY run_id, step
+        """,
+        [x_name, y_name, list(run_ids), x_name, y_name],
+    )
+
+
+def run_summaries(reader: StoreReader, run_ids: Sequence[str], target: str,
+                  window: tuple[int, int] | None = None) -> pd.DataFrame:
+    """One row per run and name, long format (``run_id, step, name, value``): each
+    diagnostic's last value (or its mean over the inclusive step ``window``) and the
+    run's final ``target`` value."""
+    if window is None:
+        diagnostic = "SELECT run_id, max(step) AS step, name, arg_max(value, step) AS value"
+        params: list = [list(run_ids), DIAGNOSTIC_PATTERN, target]
+        where = ""
+    else:
+        diagnostic = "SELECT run_id, max(step) AS step, name, avg(value) AS value"
+        params = [list(run_ids), DIAGNOSTIC_PATTERN, target, *window]
+        where = " AND step BETWEEN ? AND ?"
+    return reader.query(
+        f"""
+        {diagnostic} FROM metrics
+        WHERE {_IN_RUNS} AND regexp_matches(name, ?) AND name <> ?{where}
+        GROUP BY run_id, name
+        UNION ALL
+        SELECT run_id, max(step), name, arg_max(value, step) FROM metrics
+        WHERE {_IN_RUNS} AND name = ? GROUP BY run_id, name
+        ORDER BY run_id, name
+        """,
+        [*params, list(run_ids), target],
+    )
+
+
+def final_by_axes(reader: StoreReader, run_ids: Sequence[str], metric: str, axis_a: str,
+                  axis_b: str | None) -> pd.DataFrame:
+    """Replicate mean, sample std and count of each run's final ``metric`` per grid
+    point of two dotted config paths (``axis_b`` None: one axis). Columns a, b, mean,
+    spread, replicates; a and b are the config values as text."""
+    b_path = json_path(axis_b) if axis_b else None
+    return reader.query(
+        f"""
+        WITH final AS ({_FINAL})
+        SELECT json_extract_string(r.config, ?) AS a,
+               CASE WHEN ? IS NULL THEN '' ELSE json_extract_string(r.config, ?) END AS b,
+               avg(f.value) AS mean, stddev_samp(f.value) AS spread, count(*) AS replicates
+        FROM runs r JOIN final f USING (run_id) GROUP BY a, b ORDER BY a, b
+        """,
+        [metric, list(run_ids), json_path(axis_a), b_path, b_path],
+    )
+
+
+def slip_sweep(reader: StoreReader, run_ids: Sequence[str], metric: str) -> pd.DataFrame:
+    """FrozenLake runs' final ``metric`` by slip probability and filter setting:
+    columns slip, filtering, mean, spread (sample std over replicates), replicates."""
+    return reader.query(
+        f"""
+        WITH final AS ({_FINAL}), cells AS (
+            SELECT coalesce(TRY_CAST(json_extract_string(r.config, '$.env.options.slip')
+                                     AS DOUBLE), 0.0) AS slip,
+                   CASE WHEN json_extract_string(r.config, '$.filter.name') = 'none'
+                        THEN 'no filter'
+                        ELSE json_extract_string(r.config, '$.filter.name') || ' '
+                             || json_extract_string(r.config, '$.filter.rho') END AS filtering,
+                   f.value
+            FROM runs r JOIN final f USING (run_id)
+            WHERE json_extract_string(r.config, '$.env.name') = 'frozenlake'
+        )
+        SELECT slip, filtering, avg(value) AS mean, stddev_samp(value) AS spread,
+               count(*) AS replicates
+        FROM cells GROUP BY slip, filtering ORDER BY filtering, slip
+        """,
+        [metric, list(run_ids)],
+    )
+
+
+def _phase_sql(step: str, last: str) -> str:
+    """Early / middle / late: thirds of the steps 0..last."""
+    return f"list_extract(?::TEXT[], least(2, floor(3 * {step} / ({last} + 1)))::INT + 1)"
+
+
+def reward_histogram(reader: StoreReader, run_ids: Sequence[str], bins: int = 20) -> pd.DataFrame:
+    """Prompt groups per run, phase, bin of their mean return, and whether the G returns
+    differ: columns run_id, phase, reward_bin, reward_bin_end, spread, prompts."""
+    return reader.query(
+        f"""
+        WITH g AS (
+            SELECT run_id, step, reward_mean, reward_variance FROM groups
+            WHERE {_IN_RUNS} AND reward_mean IS NOT NULL
+        ), span AS (SELECT run_id, max(step) AS last FROM g GROUP BY run_id),
+        bounds AS (
+            SELECT min(reward_mean) AS lo,
+                   greatest(max(reward_mean) - min(reward_mean), 1e-9) / ? AS width FROM g
+        )
+        SELECT g.run_id, {_phase_sql('g.step', 'span.last')} AS phase,
+               bounds.lo + least(? - 1, floor((g.reward_mean - bounds.lo) / bounds.width))
+                     * bounds.width AS reward_bin,
+               reward_bin + bounds.width AS reward_bin_end,
+               CASE WHEN g.reward_variance > 0 THEN 'returns differ' ELSE 'all returns equal'
+                    END AS spread,
+               count(*) AS prompts
+        FROM g JOIN span USING (run_id), bounds
+        GROUP BY ALL ORDER BY g.run_id, phase, reward_bin
+        """,
+        [list(run_ids), bins, list(PHASES), bins],
+    )
+
+
+def reward_shares(reader: StoreReader, run_ids: Sequence[str]) -> pd.DataFrame:
+    """Mean share of hard / mixed / easy prompts per run and phase, from the
+    ``reward/*_share`` diagnostics: columns run_id, phase, kind, share."""
+    return reader.query(
+        f"""
+        WITH m AS (
+            SELECT run_id, step, split_part(split_part(name, '/', 2), '_', 1) AS kind, value
+            FROM metrics WHERE {_IN_RUNS}
+              AND name IN ('reward/hard_share', 'reward/mixed_share', 'reward/easy_share')
+        ), span AS (SELECT run_id, max(step) AS last FROM m GROUP BY run_id)
+        SELECT m.run_id, {_phase_sql('m.step', 'span.last')} AS phase, kind,
+               avg(value) AS share
+        FROM m JOIN span USING (run_id) GROUP BY ALL ORDER BY m.run_id, phase, kind
+        """,
+        [list(run_ids), list(PHASES)],
+    )
+
+
+def grad_norms(reader: StoreReader, run_ids: Sequence[str], norm: str) -> pd.DataFrame:
+    """Mean over steps of ``grad/{bucket}/{term}/{norm}``: columns run_id, bucket, term,
+    value, steps."""
+    return reader.query(
+        f"""
+        SELECT run_id, split_part(name, '/', 2) AS bucket, split_part(name, '/', 3) AS term,
+               avg(value) AS value, count(*) AS steps
+        FROM metrics
+        WHERE {_IN_RUNS} AND name LIKE 'grad/%' AND split_part(name, '/', 4) = ?
+        GROUP BY ALL ORDER BY run_id, bucket, term
+        """,
+        [list(run_ids), norm],
+    )
+
+
+def events(reader: StoreReader, run_ids: Sequence[str], kind: str | None = None) -> pd.DataFrame:
+    """Events of the runs (optionally one kind): run_id, step, kind, message, at."""
+    kinds = "" if kind is None else " AND kind = ?"
+    params = [list(run_ids)] + ([] if kind is None else [kind])
+    return reader.query(
+        f'SELECT run_id, step, kind, message, "at" FROM events WHERE {_IN_RUNS}{kinds}'
+        " ORDER BY run_id, step, event_id",
+        params,
+    )
+
+
+def rollout_steps(reader: StoreReader, run_id: str) -> list[int]:
+    if not reader.has_table("rollouts"):
+        return []
+    frame = reader.query(
+        "SELECT DISTINCT step FROM rollouts WHERE run_id = ? ORDER BY step", [run_id]
+    )
+    return [int(step) for step in frame["step"]]
+
+
+def rollouts(reader: StoreReader, run_id: str, step: int) -> pd.DataFrame:
+    """The sampled turns of one step: prompt_index, sample_index, turn, prompt,
+    reasoning, action, reward."""
+    return reader.query(
+        "SELECT prompt_index, sample_index, turn, prompt, reasoning, action, reward"
+        " FROM rollouts WHERE run_id = ? AND step = ? ORDER BY sample_index, prompt_index, turn",
+        [run_id, step],
+    )
+
+
+def configs(reader: StoreReader, run_ids: Sequence[str]) -> pd.DataFrame:
+    """run_id, config (JSON text), plugins (JSON text), git_commit."""
+    return reader.query(
+        f"SELECT run_id, config, plugins, git_commit FROM runs WHERE {_IN_RUNS} ORDER BY run_id",
+        [list(run_ids)],
+    )

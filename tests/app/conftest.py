@@ -1,0 +1,47 @@
+"""Fixtures for the app's tests.
+
+``app_store`` builds, once per test session, a store from three real tiny FrozenLake runs
+through the CLI (threads 1): ``diag`` (slip 0, top_p, seed 0), ``plain`` (slip 0.2, no
+filter, seed 1, *no diagnostics*) and ``diag2`` (slip 0.2, top_p, seed 2). Tests copy it
+when they change it. Helpers for driving the app live in ``app_testing.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+# name -> (run options, config overrides)
+RUNS = {
+    "diag": (["--env-opt", "slip=0", "--filter", "top_p", "--seed", "0"], {}),
+    "plain": (["--env-opt", "slip=0.2", "--filter", "none", "--seed", "1"],
+              {"diagnostics": {"names": []}}),
+    "diag2": (["--env-opt", "slip=0.2", "--filter", "top_p", "--seed", "2"], {}),
+}
+
+
+@pytest.fixture(scope="session")
+def app_store(tmp_path_factory, mirage_cache, tiny_config, cli_argv) -> tuple[Path, dict[str, str]]:
+    """(store path, {name: run_id}) of the three real runs; treat it as read-only."""
+    tmp = tmp_path_factory.mktemp("app-store")
+    db = tmp / "runs" / "mirage.duckdb"
+    env = {**os.environ, "MIRAGE_CACHE": str(mirage_cache), "MIRAGE_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    env.pop("MIRAGE_PLUGINS", None)
+    ids = {}
+    for name, (options, overrides) in RUNS.items():
+        config = tmp / f"{name}.yaml"
+        config.write_text(yaml.safe_dump({**tiny_config(), **overrides}))
+        done = subprocess.run(
+            cli_argv("run", "--config", config, "--db", db, "--quiet", *options),
+            capture_output=True, text=True, timeout=300, cwd=REPO, env=env,
+        )
+        assert done.returncode == 0, done.stderr
+        ids[name] = re.search(r"run (\S+) finished", done.stdout).group(1)
+    return db, ids

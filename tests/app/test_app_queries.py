@@ -1,0 +1,120 @@
+"""The app's data access: read-only, short-lived, retried connections (mirage/app/reader.py),
+SQL aggregation (mirage/app/queries.py) and config paths (mirage/app/config_paths.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from mirage.app import queries
+from mirage.app.config_paths import diff, flatten, varying_paths
+from mirage.app.reader import StoreReader
+from mirage.core.store import RunStore, StoreBusyError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_reader_never_creates_a_store(tmp_path):
+    reader = StoreReader(tmp_path / "none.duckdb")
+    assert not reader.exists() and reader.tables() == frozenset()
+    assert queries.runs(reader).empty
+    assert not (tmp_path / "none.duckdb").exists()
+
+
+def test_reader_closes_the_file_after_each_query(tmp_path):
+    store = RunStore(tmp_path / "s.duckdb")
+    store.create_run("r", {}, [], None)
+    reader = StoreReader(store.path)
+    assert queries.runs(reader)["run_id"].tolist() == ["r"]
+    # a writer in another process gets the file at once: the reader holds nothing
+    code = "import duckdb, sys; duckdb.connect(sys.argv[1]).execute('SELECT 1'); print('ok')"
+    done = subprocess.run([sys.executable, "-c", code, str(store.path)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+@pytest.fixture
+def held_store(tmp_path):
+    """A store whose file another process holds for writing for about 1.5 s."""
+    store = RunStore(tmp_path / "held.duckdb")
+    store.create_run("r", {}, [], None)
+    code = textwrap.dedent("""
+        import sys, time, duckdb
+        con = duckdb.connect(sys.argv[1])
+        print("held", flush=True)
+        time.sleep(1.5)
+        con.close()
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code, str(store.path)], stdout=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stdout.readline().strip() == "held"
+    yield store.path
+    proc.wait(timeout=30)
+
+
+def test_reader_waits_while_a_writer_holds_the_lock(held_store):
+    started = time.monotonic()
+    frame = queries.runs(StoreReader(held_store, lock_timeout=30))
+    assert frame["run_id"].tolist() == ["r"]
+    assert time.monotonic() - started > 0.3  # it had to wait for the writer
+
+
+def test_reader_gives_up_after_its_timeout(held_store):
+    with pytest.raises(StoreBusyError, match="stayed locked for 0.2s"):
+        StoreReader(held_store, lock_timeout=0.2).query("SELECT 1")
+
+
+def test_curves_average_long_runs_over_step_buckets(tmp_path):
+    store = RunStore(tmp_path / "s.duckdb")
+    store.create_run("long", {}, [], None)
+    store.create_run("other", {}, [], None)
+    for step in range(100):
+        store.record_step("long", step, {"x": float(step), "y": 1.0})
+    store.record_step("other", 3, {"x": -1.0})
+    reader = StoreReader(store.path)
+    frame = queries.curves(reader, ["long"], ["x"], max_points=10)
+    assert frame["step"].tolist() == [9, 19, 29, 39, 49, 59, 69, 79, 89, 99]
+    assert frame["value"].tolist() == [4.5 + 10 * i for i in range(10)]
+    full = queries.curves(reader, ["long", "other"], ["x"], max_points=1000)
+    assert len(full) == 101 and set(full["name"]) == {"x"}
+    assert queries.curves(reader, [], ["x"], 10).empty
+
+
+def test_queries_take_values_as_parameters(tmp_path):
+    store = RunStore(tmp_path / "s.duckdb")
+    store.create_run("r'; DROP TABLE runs; --", {"filter": {"name": "x"}}, [], None)
+    store.record_step("r'; DROP TABLE runs; --", 1, {"val/success": 0.5})
+    reader = StoreReader(store.path)
+    odd = "r'; DROP TABLE runs; --"
+    assert queries.metric_names(reader, [odd]) == ["val/success"]
+    assert queries.final_by_axes(reader, [odd], "val/success", "filter.name", None)[
+        "mean"].tolist() == [0.5]
+    assert reader.has_table("runs")
+
+
+def test_json_path_quotes_each_part():
+    assert queries.json_path("filter.rho") == '$."filter"."rho"'
+    con = duckdb.connect()
+    value = con.execute("SELECT json_extract_string(?, ?)",
+                        ['{"env": {"options": {"slip": 0.2}}}', queries.json_path("env.options.slip")])
+    assert value.fetchone()[0] == "0.2"
+
+
+def test_flatten_diff_and_varying_paths():
+    a = {"env": {"name": "frozenlake", "options": {}}, "filter": {"rho": 0.9}, "seed": 0}
+    b = {"env": {"name": "frozenlake", "options": {"slip": 0.2}}, "filter": {"rho": 0.5}, "seed": 1}
+    assert flatten(a) == {"env.name": "frozenlake", "env.options": {}, "filter.rho": 0.9, "seed": 0}
+    table = diff(a, b)
+    assert table.values.tolist() == [
+        ["env.options", "{}", "(absent)"], ["env.options.slip", "(absent)", "0.2"],
+        ["filter.rho", "0.9", "0.5"], ["seed", "0", "1"]]
+    assert diff(a, a).empty
+    assert varying_paths([a, b]) == ["env.options.slip", "filter.rho"]  # no seed
+    assert varying_paths([a]) == [] and varying_paths([]) == []
