@@ -9,7 +9,6 @@ creates or changes the file. Queries take their values as parameters, never in t
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from mirage.core.store import StoreBusyError
+from mirage.core.store import connect_with_retry
 
 
 class StoreReader:
@@ -32,21 +31,7 @@ class StoreReader:
         return self.path.is_file()
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
-        deadline = time.monotonic() + self.lock_timeout
-        delay = 0.01
-        while True:
-            try:
-                return duckdb.connect(str(self.path), read_only=True)
-            except duckdb.Error as exc:
-                if "Could not set lock" not in str(exc):
-                    raise
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise StoreBusyError(
-                        f"{self.path} stayed locked for {self.lock_timeout:g}s: {exc}"
-                    ) from exc
-                time.sleep(min(delay, left))
-                delay = min(delay * 2, 0.2)
+        return connect_with_retry(self.path, read_only=True, lock_timeout=self.lock_timeout)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         """The rows of one read-only query; the file is open only while it runs."""

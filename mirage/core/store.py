@@ -99,6 +99,23 @@ class StoreBusyError(TimeoutError):
     """Another process held the database file's lock for longer than ``lock_timeout``."""
 
 
+def connect_with_retry(path: Path, *, read_only: bool, lock_timeout: float) -> duckdb.DuckDBPyConnection:
+    """Open ``path``, retrying with backoff while another process holds its lock."""
+    deadline = time.monotonic() + lock_timeout
+    delay = 0.01
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.Error as exc:
+            if "Could not set lock" not in str(exc):
+                raise
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise StoreBusyError(f"{path} stayed locked for {lock_timeout:g}s: {exc}") from exc
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, 0.2)
+
+
 @dataclass(frozen=True)
 class GroupRow:
     """One prompt group of one training step."""
@@ -192,22 +209,7 @@ class RunStore:
         return con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
 
     def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
-        """Open a connection, retrying with backoff while another process holds the lock."""
-        deadline = time.monotonic() + self.lock_timeout
-        delay = 0.01
-        while True:
-            try:
-                return duckdb.connect(str(self.path), read_only=read_only)
-            except duckdb.Error as exc:
-                if "Could not set lock" not in str(exc):
-                    raise
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise StoreBusyError(
-                        f"{self.path} stayed locked for {self.lock_timeout:g}s: {exc}"
-                    ) from exc
-                time.sleep(min(delay, left))
-                delay = min(delay * 2, 0.2)
+        return connect_with_retry(self.path, read_only=read_only, lock_timeout=self.lock_timeout)
 
     @contextmanager
     def _tx(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
