@@ -185,7 +185,8 @@ class FrozenLake(Environment):
     def demonstrator(self, rng: random.Random, persona: str | None = None) -> Demonstrator:
         """Warm-start policy for this episode: a 'careful' (BFS) or 'careless' (greedy) persona.
 
-        The persona is drawn with ``rng`` (careful with ``options.careful_share``) unless forced; ~10% of actions are random.
+        The persona is drawn with ``rng`` (careful with ``options.careful_share``) unless forced; ``options.demo_noise``
+        of actions are random.
         The returned callable exposes ``.persona``.
         """
         return _Demo(self, rng, persona)
@@ -204,7 +205,8 @@ class _Demo(PersonaDemonstrator):
         the cells one step away, so a careless mistake is always a visible one (stepping
         onto a hole the prompt names), which is a decision RL can learn to fix."""
         actions = super().turn_actions(plan)
-        if len(actions) == 2 and self.env._moved(self.env._moved(self.env.player, actions[0]), actions[1]) in self.env.holes:
+        env = self.env
+        if len(actions) == 2 and env._moved(env._moved(env.player, actions[0]), actions[1]) in env.holes:
             return actions[:1]
         return actions
 

@@ -269,7 +269,8 @@ class Sokoban(Environment):
     def demonstrator(self, rng: random.Random, persona: str | None = None) -> Demonstrator:
         """Warm-start policy for this episode: a 'careful' (BFS) or 'careless' (greedy) persona.
 
-        The persona is drawn with ``rng`` (careful with ``options.careful_share``) unless forced; ~10% of actions are random,
+        The persona is drawn with ``rng`` (careful with ``options.careful_share``) unless forced; ``options.demo_noise``
+        of actions are random,
         and a stuck careless plan falls back to a random move. The callable has ``.persona``.
         """
         return _Demo(self, rng, persona)

@@ -171,3 +171,24 @@ def test_demonstrator_persona_success_rates():
     print("frozenlake demonstrator success by persona (slip 0):", rates)
     assert rates["careful"] > 0.9
     assert 0.3 <= rates["careless"] <= rates["careful"] - 0.15
+
+
+def test_demonstrators_never_take_a_second_move_into_a_hole():
+    """Version 3 demonstrations: a careless mistake is always a visible one."""
+    env = FrozenLake()
+    firsts = 0
+    for seed in range(150):
+        env.reset(seed)
+        demo = env.demonstrator(random.Random(seed), persona="careless")
+        for _ in range(10):
+            if env.done:
+                break
+            turn = demo()
+            if len(turn.actions) == 2:
+                after_first = env._moved(env.player, turn.actions[0])
+                assert env._moved(after_first, turn.actions[1]) not in env.holes
+            firsts += env._moved(env.player, turn.actions[0]) in env.holes
+            for action in turn.actions:
+                if not env.done:
+                    env.step(action)
+    assert firsts > 10  # the careless persona still steps onto holes it can see
