@@ -24,17 +24,18 @@ def _fail(message: str) -> None:
     raise typer.Exit(2)
 
 
-def _parse_options(pairs: list[str]) -> dict[str, Any]:
-    options: dict[str, Any] = {}
+def _pairs(pairs: list[str], flag: str, form: str = "PATH=VALUE") -> dict[str, Any]:
+    """``KEY=VALUE`` options (VALUE as JSON, else a string) as a dict."""
+    out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
-            _fail(f"--env-opt expects KEY=VALUE, got {pair!r}")
+            _fail(f"{flag} expects {form}, got {pair!r}")
         try:
-            options[key] = json.loads(raw)
+            out[key] = json.loads(raw)
         except json.JSONDecodeError:
-            options[key] = raw
-    return options
+            out[key] = raw
+    return out
 
 
 def _read_config_file(path: Path) -> dict[str, Any]:
@@ -89,7 +90,7 @@ def _set_options(data: dict[str, Any], pairs: list[tuple[str, Any]], env_opt: li
     for path, value in pairs:
         _set(data, path, value)
     if env_opt:
-        data.setdefault("env", {}).setdefault("options", {}).update(_parse_options(env_opt))
+        data.setdefault("env", {}).setdefault("options", {}).update(_pairs(env_opt, "--env-opt", "KEY=VALUE"))
 
 
 _F = _D.filter
@@ -209,20 +210,6 @@ def experiments(registry: Optional[Path] = typer.Option(None, help="experiment r
             experiment.check(loaded)
         except ConfigError as error:
             typer.echo(f"  cannot start: {error}")
-
-
-def _pairs(pairs: list[str], flag: str) -> dict[str, Any]:
-    """``PATH=VALUE`` options (VALUE as JSON, else a string) as a dict."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            _fail(f"{flag} expects PATH=VALUE, got {pair!r}")
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
-    return out
 
 
 _RUNNER_HELP = "cells run on a local process pool (process), threads (thread) or Ray (ray)"
