@@ -119,12 +119,9 @@ class LocalBackend(Backend):
         width = ids.size(1)
         logits = model(input_ids=ids, attention_mask=mask).logits.float()
         picked = logits.gather(1, positions[:, :, None].expand(-1, -1, logits.size(-1)))
-        log_probs = F.log_softmax(picked, dim=-1)
         targets = ids.gather(1, (positions + 1).clamp(max=width - 1))
-        token_logprobs = log_probs.gather(-1, targets[:, :, None]).squeeze(-1)
-        entropy = -(log_probs.exp() * log_probs).sum(-1)
         m = resp_mask.float()
-        return PolicyOutput(token_logprobs * m, entropy * m, m)
+        return PolicyOutput(*_token_stats(picked, targets, m), m)
 
     @torch.no_grad()
     def score(self, contexts, responses) -> PolicyOutput:
@@ -166,12 +163,9 @@ class LocalBackend(Backend):
                     cache.batch_repeat_interleave(chunk.size(0))
                     rest = self.model(input_ids=chunk[:, :-1], past_key_values=cache, use_cache=True)
                     logits = torch.cat([logits, rest.logits.float()], dim=1)
-                log_probs = F.log_softmax(logits, dim=-1)
-                m = mask[start : start + SCORE_CHUNK].float()
-                picked = log_probs.gather(-1, chunk[:, :, None]).squeeze(-1)
-                spread = -(log_probs.exp() * log_probs).sum(-1)
-                logprobs[start : start + chunk.size(0), column] = (picked * m).sum(-1).double().cpu()
-                entropy[start : start + chunk.size(0), column] = (spread * m).sum(-1).double().cpu()
+                picked, spread = _token_stats(logits, chunk, mask[start : start + SCORE_CHUNK].float())
+                logprobs[start : start + chunk.size(0), column] = picked.sum(-1).double().cpu()
+                entropy[start : start + chunk.size(0), column] = spread.sum(-1).double().cpu()
         return CrossScores(logprobs, entropy)
 
     def gradient(self, loss: torch.Tensor, *, retain_graph: bool = False) -> torch.Tensor:
@@ -259,6 +253,16 @@ class LocalBackend(Backend):
             self.init_critic(saved["critic_lr"])  # the structure; the weights follow
             self.critic.load_state_dict(torch.load(directory / "critic.pt"))
             self.critic_optimizer.load_state_dict(torch.load(directory / "critic_optimizer.pt"))
+
+
+def _token_stats(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Masked log-probs of ``targets`` ``[B, L]`` and policy entropies ``[B, L]`` from the
+    next-token ``logits`` ``[B, L, V]`` that predict them."""
+    log_probs = F.log_softmax(logits, dim=-1)
+    picked = log_probs.gather(-1, targets[:, :, None]).squeeze(-1)
+    entropy = -(log_probs.exp() * log_probs).sum(-1)
+    return picked * mask, entropy * mask
 
 
 def _concat(parts: list[PolicyOutput]) -> PolicyOutput:
