@@ -4,11 +4,11 @@ in the test venv (scripts/install.sh) and registers ``example_sum``."""
 import json
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from mirage.core.loop import execute
 from mirage.core.plugins import build_plugins
+from mirage.core.store import RunStore
 from mirage.core.validate import build_config
 
 
@@ -35,10 +35,10 @@ def test_run_on_the_third_party_environment(tiny_config, tmp_path: Path):
     data["steps"] = 2
     db = tmp_path / "runs.duckdb"
     run_id = execute(build_config(data), db, progress=False)
-    con = duckdb.connect(str(db), read_only=True)
-    status, plugins = con.execute("SELECT status, plugins FROM runs WHERE run_id = ?", [run_id]).fetchone()
-    (message,) = con.execute("SELECT message FROM events WHERE kind = 'environment'").fetchone()
-    assert status == "finished"
-    assert {"name": "example_env", "version": "0.1.0"} in json.loads(plugins)
+    store = RunStore(db)
+    run = store.get_run(run_id)
+    (message,) = [e["message"] for e in store.events(run_id) if e["kind"] == "environment"]
+    assert run["status"] == "finished"
+    assert {"name": "example_env", "version": "0.1.0"} in run["plugins"]
     assert json.loads(message) == {"name": "example_sum", "version": "1",
                                    "options": {"careful_share": 0.3, "demo_noise": 0.1, "max_operand": 9}}

@@ -3,10 +3,10 @@ the store's record of the environment (name, version, resolved options)."""
 
 import json
 
-import duckdb
 import pytest
 
 from mirage.core.plugins import build_plugins
+from mirage.core.store import RunStore
 
 NEW_ENVS = ("countdown", "metamathqa", "searchqa", "webshop", "deepcoder")
 
@@ -40,15 +40,12 @@ def test_core_run_two_steps_records_env_version_and_settings(env_name, options, 
         args += ["--env-opt", option]
     code, out, err = cli(*args)
     assert code == 0, err[-2000:]
-    con = duckdb.connect(str(db), read_only=True)
-    status, config = con.execute("SELECT status, config FROM runs").fetchone()
-    assert status == "finished"
-    assert json.loads(config)["env"]["name"] == env_name
-    (message,) = con.execute("SELECT message FROM events WHERE kind = 'environment'").fetchone()
-    recorded = json.loads(message)
+    (run,) = RunStore(db).list_runs()
+    assert run["status"] == "finished"
+    assert run["config"]["env"]["name"] == env_name
+    (event,) = [e for e in RunStore(db).events(run["run_id"]) if e["kind"] == "environment"]
+    recorded = json.loads(event["message"])
     env_cls = build_plugins().registries.envs.get(env_name)
     assert recorded["name"] == env_name and recorded["version"] == env_cls.version
     assert recorded["options"] == env_cls.Options(**dict(o.split("=") for o in options)).model_dump(mode="json")
-    steps = con.execute("SELECT DISTINCT step FROM metrics ORDER BY step").fetchall()
-    assert [s for (s,) in steps] == [0, 1, 2]
-    con.close()
+    assert sorted({step for step, _, _ in RunStore(db).metrics(run["run_id"])}) == [0, 1, 2]
