@@ -228,6 +228,12 @@ class ModelConfig(_Section):
     warmstart_steps: int = Field(600, ge=0)
     warmstart_batch: int = Field(64, ge=1)
     warmstart_lr: float = Field(2e-3, gt=0)
+    warmstart_env_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="environment options replaced for the demonstrations only, e.g. "
+        "{slip: 0.0}: every cell of a FrozenLake stochasticity sweep starts from the policy "
+        "warm-started on the deterministic lake, as the paper's cells share one base model",
+    )
     dtype: Literal["float32", "bfloat16"] = "float32"
 
 

@@ -82,3 +82,24 @@ def test_load_pretrained_of_a_saved_directory_keeps_the_tokenizer(built_and_cach
     for text in sample_texts():
         assert loaded.encode(text, add_special_tokens=False) == tokenizer.encode(
             text, add_special_tokens=False)
+
+
+def test_warmstart_env_options_share_one_warm_start_across_a_slip_sweep(tiny_config):
+    """Cells of a stochasticity sweep that set ``model.warmstart_env_options: {slip: 0}``
+    start from the deterministic lake's warm start: the same cache entry as a slip-0 run,
+    and demonstrations collected without slip."""
+    from mirage.plugins.backend_local.warmstart import cache_key, demo_options
+
+    def config(slip: float, override: dict) -> object:
+        data = tiny_config()
+        data["env"]["options"] = {"slip": slip}
+        data["model"]["warmstart_env_options"] = override
+        return build_config(data)
+
+    plain = config(0.0, {})
+    swept = [config(slip, {"slip": 0.0}) for slip in (0.2, 0.8)]
+    assert demo_options(swept[0], FrozenLake) == {}
+    assert {cache_key(c, FrozenLake) for c in swept} == {cache_key(plain, FrozenLake)}
+    own = config(0.2, {})
+    assert demo_options(own, FrozenLake) == {"slip": 0.2}
+    assert cache_key(own, FrozenLake) != cache_key(plain, FrozenLake)

@@ -27,12 +27,27 @@ from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
 WARMSTART_VERSION = "1"
 
 
+def demo_options(config: RunConfig, env_cls) -> dict[str, Any]:
+    """The environment options the demonstrations are collected under: the run's, with
+    ``model.warmstart_env_options`` replacing some, and options left at their default
+    dropped (so ``{slip: 0.0}`` and ``{}`` name the same warm start)."""
+    merged = {**config.env.options, **config.model.warmstart_env_options}
+    fields = env_cls.Options.model_fields
+    resolved = env_cls.Options(**merged).model_dump(mode="json")
+    return {name: resolved[name] for name in merged
+            if fields[name].is_required() or resolved[name] != fields[name].get_default(call_default_factory=True)}
+
+
 def cache_key(config: RunConfig, env_cls) -> str:
+    env_config = config.env.model_dump(mode="json")
+    env_config["options"] = demo_options(config, env_cls)
     parts = {
         "version": WARMSTART_VERSION,
         "env": [env_cls.name, env_cls.version],
-        "env_config": config.env.model_dump(mode="json"),
-        "model": config.model.model_dump(mode="json", exclude={"backend", "path", "dtype"}),
+        "env_config": env_config,
+        "model": config.model.model_dump(
+            mode="json", exclude={"backend", "path", "dtype", "warmstart_env_options"}
+        ),
         "seed": config.seed,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
@@ -48,7 +63,7 @@ def warm_start(config: RunConfig, env_cls, cache_dir: Path):
         return model, tokenizer, {**facts, "warmstart_cached": True}
 
     cfg = config.model
-    options = env_cls.Options(**config.env.options)
+    options = env_cls.Options(**demo_options(config, env_cls))
     demos = collect_demonstrations(env_cls, options, config.env, cfg.warmstart_episodes, config.seed)
     tokenizer = build_word_tokenizer(c + "\n" + r for c, r in demos.pairs)
     torch.manual_seed(config.seed)
