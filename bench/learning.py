@@ -1,23 +1,27 @@
 """Is learning real? Validation success after the warm start and after RL, per seed.
 
-Runs the cells of the ``learning`` experiment in registry.yaml (FrozenLake slip 0 and
-Sokoban, 3 seeds each, default settings) and prints, side by side, greedy and
-temperature-0.5 success at step 0 (warm start) and at the last step, with the first-turn
-retrieval accuracy of the warm-started policy against its chance level. Runs already
-finished in ``--db`` with the same config are reused, so an interrupted bench resumes.
+Runs the cells of a registry.yaml experiment through the sweep flow, two at a time on
+the 2-core machine (default ``learning_long``: FrozenLake slip 0 and Sokoban, default
+options and algorithm, top-p 0.9, 150 iterations, 3 seeds; ``--experiment learning`` is
+the same at the built-in 40 iterations), then prints, side by side, greedy and
+temperature-0.5 success at step 0 (warm start) and at the last step, with the
+first-turn retrieval accuracy of the warm-started policy against its chance level.
+Cells already finished in ``--db`` with the same config are reused, so an interrupted
+bench resumes.
 
-    .venv/bin/python bench/learning.py [--steps N] [--db bench/learning.duckdb]
+    .venv/bin/python bench/learning.py [--experiment NAME] [--width 2] [--db bench/learning.duckdb]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 from pathlib import Path
 
-from mirage.core.experiments import load_registry
-from mirage.core.loop import execute
 from mirage.core.store import RunStore
+from mirage.flows.cells import plan_cells
+from mirage.flows.sweep import sweep
 
 SHOWN = [
     ("val_greedy/success", "greedy"),
@@ -28,23 +32,26 @@ SHOWN = [
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=None, help="override the config's steps")
+    parser.add_argument("--experiment", default="learning_long")
+    parser.add_argument("--width", type=int, default=2, help="cells at once")
     parser.add_argument("--db", type=Path, default=Path("bench/learning.duckdb"))
-    parser.add_argument("--experiment", default="learning")
     args = parser.parse_args()
 
+    sweep(args.experiment, width=args.width, db=str(args.db), return_state=True)
     store = RunStore(args.db)
     results: dict[str, list[dict[str, float]]] = {}
-    for point, config in load_registry()[args.experiment].cells():
-        if args.steps:
-            config = config.model_copy(update={"steps": args.steps})
-        run_id = store.finished_run(config.model_dump(mode="json")) or execute(config, args.db, progress=True)
+    for spec in plan_cells(args.experiment):
+        run_id = store.finished_run(spec.config)
+        if run_id is None:
+            print(f"{spec.cell} seed {spec.seed}: no finished run (see the sweep's summary)")
+            continue
         metrics = store.metrics(run_id)
         last = max(step for step, _, _ in metrics)
         values = {f"{name}@{step}": value for step, name, value in metrics if step in (0, last)}
         values["last"] = last
-        results.setdefault(config.env.name, []).append(values)
-        print(f"{config.env.name} seed {config.seed}: run {run_id}", flush=True)
+        env = spec.config["env"]["name"]
+        results.setdefault(env, []).append(values)
+        print(f"{env} seed {spec.seed}: run {run_id} ({json.dumps(spec.config['env']['options'])})")
 
     print()
     header = f"{'env':<11} {'metric':<8} {'warm start (per seed)':<24} {'after RL (per seed)':<24} {'gain':>6} {'seed spread':>11}"
