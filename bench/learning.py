@@ -29,7 +29,6 @@ SHOWN = [
 ]
 
 
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--experiment", default="learning_long")
@@ -54,7 +53,8 @@ def main() -> None:
         print(f"{env} seed {spec.seed}: run {run_id} ({json.dumps(spec.config['env']['options'])})")
 
     print()
-    header = f"{'env':<11} {'metric':<8} {'warm start (per seed)':<24} {'after RL (per seed)':<24} {'gain':>6} {'seed spread':>11}"
+    header = (f"{'env':<11} {'metric':<8} {'warm start (per seed)':<24} {'after RL (per seed)':<24} "
+              f"{'gain':>6} {'seed spread':>11}  gain > spread")
     print(header)
     print("-" * len(header))
     for env, rows in results.items():
@@ -64,7 +64,8 @@ def main() -> None:
             gain = statistics.fmean(after) - statistics.fmean(before)
             spread = max(max(before) - min(before), max(after) - min(after))
             fmt = lambda xs: " ".join(f"{x:.2f}" for x in xs)  # noqa: E731
-            print(f"{env:<11} {label:<8} {fmt(before):<24} {fmt(after):<24} {gain:>+6.3f} {spread:>11.3f}")
+            print(f"{env:<11} {label:<8} {fmt(before):<24} {fmt(after):<24} {gain:>+6.3f} {spread:>11.3f}"
+                  f"  {'yes' if gain > spread else 'no'}")
         retrieval = [r["mi/first_turn/retrieval_acc@0"] for r in rows]
         chance = rows[0]["mi/first_turn/retrieval_chance@0"]
         print(f"{env:<11} first-turn retrieval accuracy of the warm start: "

@@ -290,6 +290,42 @@ def serve(
 
 
 @app.command()
+def report(
+    results: Path = typer.Option(Path("results/reproduction"), help="exported study (Parquet)"),
+    out: Path = typer.Option(Path("docs/reproduction.md"), help="the report to write"),
+    figures: Path = typer.Option(Path("docs/img/reproduction"), help="folder for its figures"),
+    notes: Path = typer.Option(Path("results/reproduction.notes.yaml"), help="the researcher's reading of each verdict"),
+    from_store: Optional[Path] = typer.Option(None, help="first export the finished runs of the 'reproduction' experiment from this store into --results"),
+    restore: Optional[Path] = typer.Option(None, help="only rebuild a run store at this new path from --results (for `core app --db`)"),
+) -> None:
+    """Render docs/reproduction.md (tables, figures, verdicts) from the committed study results."""
+    from mirage.report.render import build_report
+    from mirage.report.results import export_study, restore_study
+
+    if restore is not None:
+        try:
+            restore_study(results, restore)
+        except (FileNotFoundError, FileExistsError) as error:
+            _fail(str(error))
+        typer.echo(f"restored {results} into {restore}")
+        return
+    if from_store is not None:
+        if not from_store.exists():
+            _fail(f"store {from_store} does not exist")
+        try:
+            count = export_study(from_store, results)
+        except ValueError as error:
+            _fail(str(error))
+        typer.echo(f"exported {count} runs to {results}")
+    if not (results / "runs.parquet").exists():
+        _fail(f"{results} holds no exported study; run the study and pass --from-store")
+    findings = build_report(results, out, figures, notes)
+    for finding in findings:
+        typer.echo(f"finding {finding.key}: {finding.verdict}")
+    typer.echo(f"wrote {out} and its figures in {figures}")
+
+
+@app.command()
 def plugins() -> None:
     """List loaded plugins: version, hooks implemented, components registered."""
     from mirage.core.plugins import build_plugins

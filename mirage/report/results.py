@@ -1,0 +1,120 @@
+"""The study's compact results: export a store's runs of one experiment to Parquet files
+(DuckDB's EXPORT DATABASE), restore them into a store the app can open, and read them
+as pandas frames for the report.
+
+The export holds every table of the run store for those runs (config, per-step metrics,
+per-group rows, events, stored rollouts), so ``core app`` shows the study exactly as
+the runs wrote it, and ``core report`` re-renders docs/reproduction.md without re-running.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from mirage.core.config import AlgorithmConfig
+from mirage.core.store import TABLES, RunStore
+
+STUDY = "reproduction"
+
+
+def export_study(source: Path, target: Path, experiment: str = STUDY) -> int:
+    """Write the finished runs of ``experiment`` in the store ``source`` to the folder
+    ``target`` (replaced) as Parquet plus DuckDB's schema/load scripts; return the run
+    count. Raises ValueError when the store has no such run."""
+    with tempfile.TemporaryDirectory() as scratch:
+        compact = Path(scratch) / "study.duckdb"
+        RunStore(compact)  # the current schema
+        con = duckdb.connect(str(compact))
+        try:
+            con.execute("ATTACH ? AS source (READ_ONLY)", [str(source)])
+            ids = [r[0] for r in con.execute(
+                "SELECT run_id FROM source.runs WHERE experiment = ? AND status = 'finished'"
+                " ORDER BY run_id", [experiment]).fetchall()]
+            if not ids:
+                raise ValueError(f"{source} has no finished run of experiment {experiment!r}")
+            for table in TABLES:
+                con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM source.{table}"
+                            " WHERE list_contains(?, run_id)", [ids])
+            con.execute("DETACH source")
+            if target.exists():
+                shutil.rmtree(target)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            con.execute(f"EXPORT DATABASE '{target}' (FORMAT parquet, COMPRESSION zstd)")
+        finally:
+            con.close()
+    return len(ids)
+
+
+def restore_study(results: Path, db: Path) -> Path:
+    """Rebuild a run store file ``db`` (must not exist) from an exported ``results``
+    folder, e.g. for ``core app --db``."""
+    if not (results / "schema.sql").exists():
+        raise FileNotFoundError(f"{results} is not an exported study (no schema.sql)")
+    if db.exists():
+        raise FileExistsError(f"{db} exists; restore into a new file")
+    con = duckdb.connect(str(db))
+    try:
+        con.execute(f"IMPORT DATABASE '{results}'")
+    finally:
+        con.close()
+    return db
+
+
+@dataclass(frozen=True)
+class Study:
+    """The study as frames. ``runs``: one row per run with its config's labels;
+    ``metrics``: long format (run_id, step, name, value)."""
+
+    runs: pd.DataFrame
+    metrics: pd.DataFrame
+
+    def series(self, name: str) -> pd.DataFrame:
+        """``name`` per run and step, joined with the run labels."""
+        rows = self.metrics[self.metrics["name"] == name]
+        return rows.merge(self.runs, on="run_id")
+
+    def final(self, name: str) -> pd.DataFrame:
+        """Each run's value of ``name`` at its last logged step, with the run labels."""
+        rows = self.series(name).sort_values("step")
+        return rows.groupby("run_id", as_index=False).tail(1)
+
+
+def read_study(results: Path) -> Study:
+    """Load an exported study folder (Parquet) without a store file."""
+    runs = pd.read_parquet(results / "runs.parquet")
+    metrics = pd.read_parquet(results / "metrics.parquet", columns=["run_id", "step", "name", "value"])
+    labels = pd.DataFrame([run_labels(json.loads(c)) for c in runs["config"]])
+    labels.insert(0, "run_id", runs["run_id"].to_numpy())
+    return Study(labels, metrics.dropna(subset=["value"]))
+
+
+def run_labels(config: dict) -> dict:
+    """What the report groups runs by, read from a stored config."""
+    flt = config["filter"]
+    if flt["name"] == "none":
+        filter_label = "none"
+    else:
+        filter_label = f"{flt['name'].replace('_', '-')} {flt['rho']:g}"
+        if flt.get("keep") == "smallest":
+            filter_label += " smallest"
+    algo = config["algorithm"]
+    provoked = any(algo[name] != AlgorithmConfig.model_fields[name].default
+                   for name in ("lr", "entropy_coef"))
+    return {
+        "env": config["env"]["name"],
+        "filter": filter_label,
+        "slip": float(config["env"]["options"].get("slip", 0.0)),
+        "regime": "provoked" if provoked else "default",
+        "lr": algo["lr"],
+        "entropy_coef": algo["entropy_coef"],
+        "seed": config["seed"],
+        "steps": config["steps"],
+        "prompts": config["rollout"]["prompts"],
+    }

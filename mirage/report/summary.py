@@ -1,0 +1,65 @@
+"""Small summaries the findings share: per-configuration means over seeds with their
+spread, changes from the first to the last step, and a Markdown table."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from mirage.report.results import Study
+
+
+def over_seeds(values: pd.DataFrame, by: list[str], column: str = "value") -> pd.DataFrame:
+    """Mean, min, max and spread (max - min) of ``column`` over the seeds of each ``by``
+    group, with the number of seeds."""
+    grouped = values.groupby(by, sort=False)[column]
+    table = grouped.agg(mean="mean", low="min", high="max", seeds="count").reset_index()
+    table["spread"] = table["high"] - table["low"]
+    return table
+
+
+def window_mean(study: Study, name: str, first_step: int = 1) -> pd.DataFrame:
+    """Each run's mean of ``name`` over its steps from ``first_step`` on (training, not
+    the warm start), with the run labels."""
+    rows = study.series(name)
+    rows = rows[rows["step"] >= first_step]
+    means = rows.groupby("run_id", as_index=False)["value"].mean()
+    return means.merge(study.runs, on="run_id")
+
+
+def change(study: Study, name: str) -> pd.DataFrame:
+    """Per run: ``name`` at its first and last logged step and the change between them."""
+    rows = study.series(name).sort_values("step")
+    first = rows.groupby("run_id").head(1).set_index("run_id")["value"]
+    last = rows.groupby("run_id").tail(1).set_index("run_id")["value"]
+    frame = pd.DataFrame({"start": first, "end": last})
+    frame["change"] = frame["end"] - frame["start"]
+    return frame.reset_index().merge(study.runs, on="run_id")
+
+
+def same_sign(values: pd.Series) -> int:
+    """+1 if every value is positive, -1 if every value is negative, else 0."""
+    if len(values) and (values > 0).all():
+        return 1
+    if len(values) and (values < 0).all():
+        return -1
+    return 0
+
+
+def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
+    """``frame`` as a GitHub Markdown table, floats rounded to ``digits``."""
+    def cell(value) -> str:
+        if isinstance(value, float):
+            return "" if math.isnan(value) else f"{value:.{digits}f}"
+        return str(value)
+
+    header = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([header, rule, *body])
+
+
+def mean_with_spread(table: pd.DataFrame) -> pd.Series:
+    """'mean (low-high)' strings for an :func:`over_seeds` table."""
+    return table.apply(lambda r: f"{r['mean']:.3f} ({r['low']:.2f}-{r['high']:.2f})", axis=1)

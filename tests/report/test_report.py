@@ -1,0 +1,79 @@
+"""`core report` renders docs/reproduction.md from the committed study results, and the
+results round-trip between a run store and their Parquet export."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mirage.core.store import RunStore
+from mirage.report.findings import HOLDS, NOT, PARTLY, _beats
+from mirage.report.results import export_study, read_study, restore_study
+from mirage.report.summary import markdown_table, over_seeds, same_sign
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "results" / "reproduction"
+
+
+def test_report_command_renders_every_finding_from_the_committed_results(tmp_path, cli):
+    out, figures = tmp_path / "reproduction.md", tmp_path / "img"
+    code, stdout, stderr = cli("report", "--results", RESULTS, "--out", out, "--figures", figures)
+    assert code == 0, stderr
+    text = out.read_text()
+    verdicts = re.findall(r"\*\*Verdict: (.+?)\.\*\*", text)
+    assert len(verdicts) == 7 and set(verdicts) <= {HOLDS, PARTLY, NOT}
+    assert stdout.count("finding ") == 7
+    linked = re.findall(r"!\[[^\]]*\]\(img/([^)]+)\)", text)
+    assert len(linked) == 7 and all((figures / name).stat().st_size > 1000 for name in linked)
+    study = read_study(RESULTS)
+    assert f"{len(study.runs)} runs" in text
+    assert set(study.runs.groupby(["env", "filter", "slip", "regime"]).size()) == {3}  # 3 seeds each
+
+
+def test_committed_report_is_what_the_command_renders(tmp_path, cli):
+    """docs/reproduction.md is regenerated, not edited: rendering again gives the same text."""
+    out = tmp_path / "docs" / "reproduction.md"
+    code, _, stderr = cli("report", "--results", RESULTS, "--out", out,
+                              "--figures", tmp_path / "docs" / "img" / "reproduction")
+    assert code == 0, stderr
+    assert out.read_text() == (REPO / "docs" / "reproduction.md").read_text()
+
+
+def test_results_round_trip_through_a_store(tmp_path):
+    restored = restore_study(RESULTS, tmp_path / "study.duckdb")
+    runs = RunStore(restored).list_runs()
+    assert len(runs) == len(read_study(RESULTS).runs)
+    assert {r["status"] for r in runs} == {"finished"}
+    again = tmp_path / "again"
+    assert export_study(restored, again) == len(runs)
+    before = pd.read_parquet(RESULTS / "metrics.parquet").sort_values(["run_id", "step", "name"])
+    after = pd.read_parquet(again / "metrics.parquet").sort_values(["run_id", "step", "name"])
+    pd.testing.assert_frame_equal(before.reset_index(drop=True), after.reset_index(drop=True))
+    with pytest.raises(FileExistsError):
+        restore_study(RESULTS, restored)
+
+
+def test_export_refuses_a_store_without_the_experiment(tmp_path):
+    store = tmp_path / "empty.duckdb"
+    RunStore(store)
+    with pytest.raises(ValueError, match="no finished run of experiment 'reproduction'"):
+        export_study(store, tmp_path / "out")
+
+
+def test_report_without_results_exits_2_naming_the_folder(tmp_path, cli):
+    code, _, stderr = cli("report", "--results", tmp_path / "nothing", "--out", tmp_path / "r.md")
+    assert code == 2 and "holds no exported study" in stderr and "nothing" in stderr
+
+
+def test_verdict_rules_on_hand_checked_cases():
+    assert same_sign(pd.Series([0.1, 0.2])) == 1 and same_sign(pd.Series([-0.1, -0.3])) == -1
+    assert same_sign(pd.Series([0.1, -0.1])) == 0 and same_sign(pd.Series([], dtype=float)) == 0
+    # means 0.6 vs 0.3, spreads 0.2 and 0.1: 0.3 > 0.2 shows; 0.6 vs 0.5 does not
+    assert _beats(pd.Series([0.5, 0.6, 0.7]), pd.Series([0.25, 0.3, 0.35]))
+    assert not _beats(pd.Series([0.5, 0.6, 0.7]), pd.Series([0.45, 0.5, 0.55]))
+    table = over_seeds(pd.DataFrame({"f": ["a", "a", "b"], "value": [1.0, 3.0, 2.0]}), ["f"])
+    assert table.to_dict("records")[0] == {"f": "a", "mean": 2.0, "low": 1.0, "high": 3.0,
+                                           "seeds": 2, "spread": 2.0}
+    assert markdown_table(pd.DataFrame({"x": [0.12345], "y": ["s"]})) == "| x | y |\n|---|---|\n| 0.123 | s |"
