@@ -364,16 +364,21 @@ class RunStore:
                 return row["run_id"]
         return None
 
-    def import_runs(self, source: str | os.PathLike[str]) -> list[str]:
+    def import_runs(self, source: str | os.PathLike[str], *, experiment: str | None = None) -> list[str]:
         """Copy every run of another store file (a sweep cell's own DuckDB file) that is
         not here yet, with all its rows, in one transaction; return the copied run ids.
+        With ``experiment``, only that experiment's finished runs.
 
         This is how sweeps load results: cells write their own files and one process
         (the only writer of this file) imports them, so no cell ever opens this file."""
         with self._tx() as con:
             con.execute("ATTACH ? AS cell (READ_ONLY)", [str(source)])
             try:
-                have = {r[0] for r in con.execute("SELECT run_id FROM cell.runs").fetchall()}
+                chosen = ("" if experiment is None
+                          else " WHERE experiment = $experiment AND status = 'finished'")
+                have = {r[0] for r in con.execute(
+                    "SELECT run_id FROM cell.runs" + chosen,
+                    {} if experiment is None else {"experiment": experiment}).fetchall()}
                 here = {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
                 new = sorted(have - here)
                 present = {r[0] for r in con.execute(

@@ -36,10 +36,11 @@ def training_curves(study: Study, runs: pd.DataFrame, filters: list[str], names:
     envs = sorted(runs["env"].unique())
     fig, axes = plt.subplots(len(envs), len(names), figsize=(3.2 * len(names), 2.6 * len(envs)),
                              squeeze=False)
+    series_of = {name: study.series(name) for name in names}
     for row, env in enumerate(envs):
         for col, name in enumerate(names):
             ax = axes[row][col]
-            series = study.series(name)
+            series = series_of[name]
             for index, flt in enumerate(filters):
                 ids = runs[(runs["env"] == env) & (runs["filter"] == flt)]["run_id"]
                 part = series[series["run_id"].isin(ids)]

@@ -16,8 +16,8 @@ import pandas as pd
 from mirage.core.correlation import diagnostic_success_correlation
 from mirage.report import figures
 from mirage.report.results import Study
-from mirage.report.summary import (change, markdown_table, mean_with_spread, over_seeds,
-                                   same_sign, window_mean)
+from mirage.report.summary import (change, markdown_table, mean_and_range, mean_with_spread,
+                                   over_seeds, same_sign, seed_range, window_mean)
 
 SUCCESS = "val/success"  # temperature 0.5, as the paper evaluates
 GREEDY = "val_greedy/success"
@@ -108,7 +108,7 @@ def filter_ranking(study: Study, figure_dir: Path) -> Finding:
             greedy = _only(change(study, GREEDY), chosen)
             start = _only(change(study, SUCCESS), chosen)["start"]
             rows.append({"env": env, "filter": flt, "warm start t=0.5": start.mean(),
-                         "final t=0.5 (seed range)": f"{finals[flt].mean():.3f} ({finals[flt].min():.2f}-{finals[flt].max():.2f})",
+                         "final t=0.5 (seed range)": mean_and_range(finals[flt]),
                          "greedy: warm start": greedy["start"].mean(), "greedy: final": greedy["end"].mean(),
                          "seeds": len(finals[flt])})
         ordered = finals["top-p 0.9"].mean() > finals["top-k 0.5"].mean() > finals["none"].mean()
@@ -263,7 +263,7 @@ def ablation(study: Study, figure_dir: Path) -> Finding:
         for label, frame in values.items():
             part = frame[frame["filter"] == flt]["value"]
             row[f"{label} (final)"] = part.mean()
-            row[f"{label} range"] = f"{part.min():.2f}-{part.max():.2f}"
+            row[f"{label} range"] = seed_range(part)
         rows.append(row)
 
     def of(label, flt):
@@ -303,7 +303,7 @@ def provoked_collapse(study: Study, figure_dir: Path) -> Finding:
             ends[(flt, name)] = per_run
             rows.append({"filter": flt, "metric": label, "start": per_run["start"].mean(),
                          "end": per_run["end"].mean(), "change": per_run["change"].mean(),
-                         "end range": f"{per_run['end'].min():.2f}-{per_run['end'].max():.2f}"})
+                         "end range": seed_range(per_run["end"])})
     none = ends.get(("none", RETRIEVAL))
     collapsed = none is not None and same_sign(none["change"]) < 0
     near_chance = none is not None and none["end"].mean() <= chance + 0.1

@@ -19,7 +19,7 @@ import duckdb
 import pandas as pd
 
 from mirage.core.config import AlgorithmConfig
-from mirage.core.store import TABLES, RunStore
+from mirage.core.store import RunStore
 
 STUDY = "reproduction"
 
@@ -30,22 +30,14 @@ def export_study(source: Path, target: Path, experiment: str = STUDY) -> int:
     count. Raises ValueError when the store has no such run."""
     with tempfile.TemporaryDirectory() as scratch:
         compact = Path(scratch) / "study.duckdb"
-        RunStore(compact)  # the current schema
+        ids = RunStore(compact).import_runs(source, experiment=experiment)
+        if not ids:
+            raise ValueError(f"{source} has no finished run of experiment {experiment!r}")
+        if target.exists():
+            shutil.rmtree(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
         con = duckdb.connect(str(compact))
         try:
-            con.execute("ATTACH ? AS source (READ_ONLY)", [str(source)])
-            ids = [r[0] for r in con.execute(
-                "SELECT run_id FROM source.runs WHERE experiment = ? AND status = 'finished'"
-                " ORDER BY run_id", [experiment]).fetchall()]
-            if not ids:
-                raise ValueError(f"{source} has no finished run of experiment {experiment!r}")
-            for table in TABLES:
-                con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM source.{table}"
-                            " WHERE list_contains(?, run_id)", [ids])
-            con.execute("DETACH source")
-            if target.exists():
-                shutil.rmtree(target)
-            target.parent.mkdir(parents=True, exist_ok=True)
             con.execute(f"EXPORT DATABASE '{target}' (FORMAT parquet, COMPRESSION zstd)")
         finally:
             con.close()

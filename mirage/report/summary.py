@@ -60,6 +60,16 @@ def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
     return "\n".join([header, rule, *body])
 
 
+def seed_range(values: pd.Series) -> str:
+    """'low-high' of one configuration's values over its seeds."""
+    return f"{values.min():.2f}-{values.max():.2f}"
+
+
+def mean_and_range(values: pd.Series) -> str:
+    """'mean (low-high)' of one configuration's values over its seeds."""
+    return f"{values.mean():.3f} ({seed_range(values)})"
+
+
 def mean_with_spread(table: pd.DataFrame) -> pd.Series:
     """'mean (low-high)' strings for an :func:`over_seeds` table."""
     return table.apply(lambda r: f"{r['mean']:.3f} ({r['low']:.2f}-{r['high']:.2f})", axis=1)
