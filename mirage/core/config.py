@@ -328,9 +328,33 @@ class RunConfig(_Section):
 
 def config_hash(data: dict[str, Any]) -> str:
     """The identity of a resolved config given as JSON data (a stored run's config), equal
-    to ``RunConfig.run_hash()`` of the config it was dumped from; sweeps cache by it."""
-    text = json.dumps(data, sort_keys=True)
+    to ``RunConfig.run_hash()`` of the config it was dumped from; sweeps cache by it.
+
+    Only entries that differ from the built-in defaults count, so a setting added later
+    with a default that keeps the old behaviour leaves the hashes of earlier runs (whose
+    stored configs lack it) unchanged, and their cached results stay reusable."""
+    text = json.dumps(_non_default(data, _default_dump()), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _default_dump() -> dict[str, Any]:
+    return RunConfig().model_dump(mode="json")
+
+
+def _non_default(data: Any, default: Any) -> Any:
+    """``data`` without the (nested) entries equal to ``default``'s; a missing entry counts
+    as its default, so a section left with no differences is dropped too."""
+    if not isinstance(data, dict) or not isinstance(default, dict):
+        return data
+    kept = {}
+    for key, value in data.items():
+        if key not in default:
+            kept[key] = value
+        elif value != default[key]:
+            reduced = _non_default(value, default[key])
+            if reduced != {} or not isinstance(default[key], dict):
+                kept[key] = reduced
+    return kept
 
 
 class AppConfig(_Section):

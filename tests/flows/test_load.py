@@ -93,6 +93,22 @@ def test_only_completed_runs_are_reused_by_config_hash(tmp_path):
     assert row["reused"] and row["run_id"] == "done" and row["status"] == "finished"
 
 
+def test_a_run_stored_before_a_setting_existed_is_still_reused(tmp_path):
+    """Its stored config lacks the setting; at its default the hash is the same, so the
+    cache holds. A run that differs in any value is not reused."""
+    from mirage.core.config import RunConfig
+
+    main = RunStore(tmp_path / "main.duckdb")
+    older = RunConfig(steps=2).model_dump(mode="json")
+    del older["model"]["warmstart_env_options"]  # as stored before the setting was added
+    main.create_run("old", older, [], None)
+    main.set_status("old", "finished")
+    assert completed_runs(main) == {RunConfig(steps=2).run_hash(): "old"}
+    changed = RunConfig(steps=2, model={"warmstart_env_options": {"slip": 0.0}}).run_hash()
+    assert changed not in completed_runs(main)
+    assert RunConfig(steps=2, seed=1).run_hash() != RunConfig(steps=2).run_hash()
+
+
 def test_sweep_summary_rows_are_stored(tmp_path):
     main = RunStore(tmp_path / "main.duckdb")
     assert main.sweep_cells() == []
