@@ -13,6 +13,7 @@ import math
 import os
 import random
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,7 @@ def warm_start(config: RunConfig, env_cls, cache_dir: Path):
         return model, tokenizer, {**facts, "warmstart_cached": True}
 
     cfg = config.model
+    started = time.perf_counter()
     options = env_cls.Options(**demo_options(config, env_cls))
     demos = collect_demonstrations(env_cls, options, config.env, cfg.warmstart_episodes, config.seed)
     tokenizer = build_word_tokenizer(c + "\n" + r for c, r in demos.pairs)
@@ -81,6 +83,7 @@ def warm_start(config: RunConfig, env_cls, cache_dir: Path):
         "warmstart_demo_success": demos.success_rate,
         "warmstart_final_loss": final_loss,
         "vocab_size": len(tokenizer),
+        "warmstart_seconds": round(time.perf_counter() - started, 1),
     }
     # Concurrent sweep cells may build the same warm start: each writes its own directory
     # and renames it into place, so a reader never sees a half-written one.
