@@ -30,6 +30,17 @@ def completed_runs(store: RunStore) -> dict[str, str]:
     return found
 
 
+def ran_before(root: Path, spec: CellSpec) -> bool:
+    """Whether the cell's directory holds a finished (or stopped) run of exactly this
+    config, left by an earlier sweep whose load step never ran. Directories are named by
+    the config hash, which leaves out settings at their default: after a default changed,
+    the same name may hold a run of the old default, which the recorded config tells apart."""
+    outcome = read_outcome(cell_dir(root, spec)) or {}
+    recorded = outcome.get("config")
+    return (outcome.get("status") in REUSABLE and recorded is not None
+            and config_hash(recorded) == spec.config_hash)
+
+
 def load_cell(store: RunStore, spec: CellSpec, root: Path) -> dict[str, Any]:
     """Import one cell that ran; return its summary row (without ``sweep_id``)."""
     directory = cell_dir(root, spec)

@@ -18,10 +18,10 @@ from prefect.states import Completed, Failed
 
 from mirage.core.store import RunStore, default_db_path, new_run_id
 from mirage.flows.cells import CellSpec, cell_root, plan_cells
-from mirage.flows.load import REUSABLE, completed_runs, load_cell, reused_cell
+from mirage.flows.load import completed_runs, load_cell, ran_before, reused_cell
 from mirage.flows.runners import Runner, make_task_runner
 from mirage.flows.summary import render, verdict
-from mirage.flows.task import cell_dir, read_outcome, run_cell
+from mirage.flows.task import run_cell
 
 
 @flow(name="sweep-cells", log_prints=True, validate_parameters=False)
@@ -67,8 +67,7 @@ def sweep(
     cache = {} if force else completed_runs(store)
     todo = [s for s in specs if s.config_hash not in cache]
     # A cell that finished in an earlier sweep whose load step never ran is only loaded.
-    pending = [s for s in todo
-               if force or (read_outcome(cell_dir(root, s)) or {}).get("status") not in REUSABLE]
+    pending = [s for s in todo if force or not ran_before(root, s)]
     print(f"{experiment}: {len(specs)} cells; {len(specs) - len(todo)} already in {target}, "
           f"{len(pending)} to run on {runner} (width {width})")
     if pending:

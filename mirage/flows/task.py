@@ -38,7 +38,7 @@ def read_outcome(directory: Path) -> dict[str, Any] | None:
 
 def execute_cell(spec: CellSpec, root: Path) -> dict[str, Any]:
     """Run the cell from scratch into its directory; return (and write) its outcome:
-    ``{"status": finished|stopped|failed, "run_id": str|None, "error": str|None}``."""
+    ``{"status": finished|stopped|failed, "run_id": str|None, "error": str|None, "config": ...}``."""
     from mirage.core.config import RunConfig
     from mirage.core.loop import RunStopped, execute
 
@@ -46,7 +46,9 @@ def execute_cell(spec: CellSpec, root: Path) -> dict[str, Any]:
     shutil.rmtree(directory, ignore_errors=True)  # what an earlier, unfinished attempt left
     directory.mkdir(parents=True)
     db = directory / CELL_DB
-    outcome: dict[str, Any] = {"status": "finished", "run_id": None, "error": None}
+    # The config travels with the outcome: a later sweep reuses the cell only for this config.
+    outcome: dict[str, Any] = {"status": "finished", "run_id": None, "error": None,
+                               "config": spec.config}
     try:
         outcome["run_id"] = execute(RunConfig.model_validate(spec.config), db, progress=False,
                                     experiment=spec.experiment, cell=spec.cell)

@@ -8,7 +8,7 @@ import duckdb
 
 from mirage.core.store import GroupRow, RunStore
 from mirage.flows.cells import CellSpec
-from mirage.flows.load import completed_runs, load_cell, reused_cell
+from mirage.flows.load import completed_runs, load_cell, ran_before, reused_cell
 from mirage.flows.task import CELL_DB, OUTCOME, cell_dir
 
 CONFIG = {"steps": 2, "seed": 0}
@@ -18,7 +18,8 @@ def spec(cell: str = "filter.name=top_p", config_hash: str = "abc123") -> CellSp
     return CellSpec("stochasticity", cell, 0, CONFIG, config_hash)
 
 
-def write_cell(root, cell_spec: CellSpec, *, status="finished", run=True, error=None) -> str | None:
+def write_cell(root, cell_spec: CellSpec, *, status="finished", run=True, error=None,
+               config=CONFIG) -> str | None:
     """A cell directory as a finished (or failed) cell task leaves it."""
     directory = cell_dir(root, cell_spec)
     directory.mkdir(parents=True)
@@ -34,7 +35,8 @@ def write_cell(root, cell_spec: CellSpec, *, status="finished", run=True, error=
                               [GroupRow(0, 11, 0.5, 0.25, 0.5, True)])
         store.record_metrics(run_id, 1, {"mi/first_turn/retrieval_acc": 0.9})
         store.set_status(run_id, status, error)
-    outcome = {"status": status, "run_id": run_id if status != "failed" else None, "error": error}
+    outcome = {"status": status, "run_id": run_id if status != "failed" else None, "error": error,
+               "config": config}
     (directory / OUTCOME).write_text(json.dumps(outcome))
     return run_id
 
@@ -107,6 +109,28 @@ def test_a_run_stored_before_a_setting_existed_is_still_reused(tmp_path):
     changed = RunConfig(steps=2, model={"warmstart_env_options": {"slip": 0.0}}).run_hash()
     assert changed not in completed_runs(main)
     assert RunConfig(steps=2, seed=1).run_hash() != RunConfig(steps=2).run_hash()
+
+
+def test_a_cell_left_unloaded_is_only_reused_for_the_config_it_ran(tmp_path):
+    """Cell directories are named by a hash that leaves defaults out, so after a default
+    changed the directory of a default config may hold a run of the old default."""
+    from mirage.core.config import RunConfig
+
+    root = tmp_path / "cells"
+    now = RunConfig(steps=2).model_dump(mode="json")
+    before = RunConfig(steps=2, model={"warmstart_steps": 7}).model_dump(mode="json")
+    current = CellSpec("e", "c", 0, now, RunConfig(steps=2).run_hash())
+    write_cell(root, current, config=before)  # what an older default left under this name
+    assert not ran_before(root, current)
+    other = CellSpec("e", "c", 1, now | {"seed": 1}, RunConfig(steps=2, seed=1).run_hash())
+    write_cell(root, other, config=now | {"seed": 1})
+    assert ran_before(root, other)
+    failed = CellSpec("e", "c", 2, now | {"seed": 2}, RunConfig(steps=2, seed=2).run_hash())
+    write_cell(root, failed, status="failed", run=False, config=now | {"seed": 2})
+    assert not ran_before(root, failed)
+    legacy = CellSpec("e", "c", 3, now | {"seed": 3}, RunConfig(steps=2, seed=3).run_hash())
+    write_cell(root, legacy, config=None)  # an outcome from before configs were recorded
+    assert not ran_before(root, legacy)
 
 
 def test_sweep_summary_rows_are_stored(tmp_path):
