@@ -7,6 +7,7 @@ invents defaults. Names of components are checked against the plugin registries 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from typing import Any, Literal
@@ -340,7 +341,9 @@ def config_hash(data: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+@functools.cache
 def _default_dump() -> dict[str, Any]:
+    """The built-in defaults as JSON data, built once per process (only read, never changed)."""
     return RunConfig().model_dump(mode="json")
 
 
