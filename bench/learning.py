@@ -2,8 +2,8 @@
 
 Runs the cells of a registry.yaml experiment through the sweep flow, two at a time on
 the 2-core machine (default ``learning_long``: FrozenLake slip 0 and Sokoban, default
-options and algorithm, top-p 0.9, 150 iterations, 3 seeds; ``--experiment learning`` is
-the same at the built-in 40 iterations), then prints, side by side, greedy and
+options and algorithm, top-p 0.9, 250 iterations on Sokoban and 150 on FrozenLake, 3
+seeds; ``--experiment learning`` is the same at the built-in 40 iterations), then prints, side by side, greedy and
 temperature-0.5 success at step 0 (warm start) and at the last step, with the
 first-turn retrieval accuracy of the warm-started policy against its chance level.
 Cells already finished in ``--db`` with the same config are reused, so an interrupted
