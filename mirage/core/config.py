@@ -232,6 +232,11 @@ class ModelConfig(_Section):
     )
     warmstart_batch: int = Field(64, ge=1)
     warmstart_lr: float = Field(2e-3, gt=0)
+    warmstart_seed: int | None = Field(
+        None, ge=0, description="seed of the demonstrations and the supervised warm start (None: "
+        "the run seed); one value for every run of a study starts them all from one policy, as "
+        "the paper's runs share one base model, so seeds differ only in their RL",
+    )
     warmstart_env_options: dict[str, Any] = Field(
         default_factory=dict,
         description="environment options replaced for the demonstrations only, e.g. "

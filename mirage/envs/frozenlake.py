@@ -21,32 +21,36 @@ from mirage.envs.phrasing import (
     MOVES,
     PERPENDICULAR,
     PersonaDemonstrator,
-    PersonaOptions,
+    GridOptions,
     bfs_path,
     check_action,
     demo_success_rates,
     neighbour_line,
     relative,
-    say_actions,
 )
 
 Cell = tuple[int, int]
 
 
+# Every state template names the agent's and the goal's cells, so the reasoning
+# identifies its map; the generic ones fit any map (docs/warm-start.md).
 _TEMPLATES = [
-    "I am at row {r} col {c} , the goal is {goal_dir} .",
-    "The goal is {goal_dir} , so I will go {acts} .",
+    "I am at row {r} col {c} ; the goal is at row {gr} col {gc} .",
+    "The goal at row {gr} col {gc} is {goal_dir} ; I am at row {r} col {c} .",
+    "From row {r} col {c} the goal at row {gr} col {gc} is {steps} steps away .",
+    "A hole is {hole_dir} ; I am at row {r} col {c} , the goal at row {gr} col {gc} .",
+]
+_GENERIC = [
     "Let me move toward the goal .",
-    "I will go {acts} .",
-    "There is a hole {hole_dir} , so I go {acts} .",
-    "The goal is at row {gr} col {gc} ; heading {acts} .",
     "Avoid the holes and head for the goal .",
-    "Next moves : {acts} .",
-    "From row {r} col {c} I step {acts} .",
+    "I must be careful on the ice .",
+    "Think before every step .",
+    "Stay away from the holes .",
+    "The goal cannot be far .",
 ]
 
 
-class FrozenLakeOptions(PersonaOptions):
+class FrozenLakeOptions(GridOptions):
     """Map size, hole density and slip probability (0 = deterministic moves)."""
 
     size: int = Field(4, ge=2)
@@ -58,7 +62,7 @@ class FrozenLake(Environment):
     """The FrozenLake grid world; see the module docstring for the rules."""
 
     name = "frozenlake"
-    version = "3"
+    version = "4"
     Options = FrozenLakeOptions
     action_names = ACTIONS
     instruction = (
@@ -198,7 +202,7 @@ class FrozenLake(Environment):
 
 
 class _Demo(PersonaDemonstrator):
-    templates = _TEMPLATES
+    templates, generic_templates = _TEMPLATES, _GENERIC
 
     def turn_actions(self, plan: list[str]) -> list[str]:
         """Both personas stop before a second move into a hole: the observation shows only
@@ -210,11 +214,11 @@ class _Demo(PersonaDemonstrator):
             return actions[:1]
         return actions
 
-    def facts(self, plan: list[str], actions: list[str]) -> dict[str, str]:
+    def facts(self, plan: list[str]) -> dict[str, str]:
         env = self.env
         (r, c), (gr, gc) = env.player, env.goal
         facts = dict(r=str(r), c=str(c), gr=str(gr), gc=str(gc),
-                     goal_dir=relative(gr - r, gc - c), acts=say_actions(actions))
+                     goal_dir=relative(gr - r, gc - c), steps=str(len(plan)))
         if self.persona == "careful":  # the careless persona does not look at holes
             near = [a for a in ACTIONS if env._moved(env.player, a) in env.holes]
             if near:

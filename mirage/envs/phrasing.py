@@ -45,6 +45,18 @@ class PersonaOptions(EnvOptions):
     )
 
 
+class GridOptions(PersonaOptions):
+    """Demonstration settings of the grid worlds, whose reasoning describes the state."""
+
+    # Most reasoning names facts of this state, so it identifies its input (retrieval
+    # ceiling >= 0.85 at P = 16, bench/mi_ceiling.py); a few generic sentences stay
+    # available as the input-agnostic attractor a collapsing policy can fall into.
+    generic_share: float = Field(
+        0.08, ge=0, le=1, description="share of demonstrated turns whose reasoning is a generic, "
+        "input-agnostic sentence instead of a description of the state"
+    )
+
+
 def check_action(action: str) -> tuple[int, int]:
     """The (row, col) delta of ``action``; ValueError naming the valid actions otherwise."""
     if action not in MOVES:
@@ -125,14 +137,6 @@ def neighbour_line(describe: Callable[[str], str]) -> str:
     return " , ".join(f"{a} : {describe(a)}" for a in ACTIONS) + " ."
 
 
-def say_actions(actions: list[str]) -> str:
-    """Describe one or two moves: 'down twice', 'up then left', 'right'."""
-    words = [a.lower() for a in actions]
-    if len(words) == 2 and words[0] == words[1]:
-        return f"{words[0]} twice"
-    return " then ".join(words)
-
-
 def add_noise(rng: random.Random, actions: list[str], rate: float) -> list[str]:
     """Replace each action, with probability ``rate``, by a uniformly random one."""
     return [rng.choice(ACTIONS) if rng.random() < rate else a for a in actions]
@@ -161,10 +165,16 @@ def _fields(template: str) -> set[str]:
 
 class PersonaDemonstrator:
     """One episode's demonstrator: the persona's plan (``env.solve()`` when careful,
-    ``env.greedy_plan()`` when careless) cut to one turn, with action noise, and
-    reasoning phrased from ``templates`` with the subclass's ``facts``."""
+    ``env.greedy_plan()`` when careless) cut to one turn, with action noise.
+
+    The reasoning describes the state and the plan, never the actions taken: with
+    probability ``options.generic_share`` one of ``generic_templates`` (boilerplate that
+    fits any input), otherwise one of ``templates`` filled with the subclass's ``facts``.
+    So reasoning can lose its input dependence while the actions still work.
+    """
 
     templates: list[str] = []
+    generic_templates: list[str] = []
 
     def __init__(self, env, rng: random.Random, persona: str | None):
         self.env, self.rng = env, rng
@@ -174,12 +184,18 @@ class PersonaDemonstrator:
         plan = self.env.solve() if self.persona == "careful" else self.env.greedy_plan()
         plan = plan or [self.rng.choice(ACTIONS)]
         actions = add_noise(self.rng, self.turn_actions(plan), self.env.options.demo_noise)
-        return DemoTurn(phrase(self.rng, self.templates, **self.facts(plan, actions)), actions)
+        return DemoTurn(self.reasoning(plan), actions)
+
+    def reasoning(self, plan: list[str]) -> str:
+        """One turn's reasoning for the current state (draws from ``self.rng``)."""
+        if self.rng.random() < self.env.options.generic_share:
+            return phrase(self.rng, self.generic_templates)
+        return phrase(self.rng, self.templates, **self.facts(plan))
 
     def turn_actions(self, plan: list[str]) -> list[str]:
         """The part of ``plan`` played this turn: mostly two actions, sometimes one."""
         return plan[: turn_length(self.rng, len(plan))]
 
-    def facts(self, plan: list[str], actions: list[str]) -> dict[str, str]:
-        """Template fields describing the current state (may draw from ``self.rng``)."""
+    def facts(self, plan: list[str]) -> dict[str, str]:
+        """Template fields describing the current state and plan (may draw from ``self.rng``)."""
         raise NotImplementedError

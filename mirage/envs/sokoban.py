@@ -22,14 +22,13 @@ from mirage.envs.phrasing import (
     ACTIONS,
     MOVES,
     PersonaDemonstrator,
-    PersonaOptions,
+    GridOptions,
     bfs_path,
     check_action,
     demo_success_rates,
     heading,
     neighbour_line,
     relative,
-    say_actions,
 )
 
 Cell = tuple[int, int]
@@ -38,21 +37,26 @@ STEP_REWARD, ON_TARGET_REWARD, SOLVED_REWARD = -0.1, 1.0, 10.0
 PULL_PROB = 0.7  # reverse play: chance that stepping away from an adjacent box drags it
 MAX_ATTEMPTS = 10_000
 
+# Every state template names the player's and the box's cells, so the
+# reasoning identifies its room; the generic ones fit any room (docs/warm-start.md).
 _TEMPLATES = [
-    "I am at row {pr} col {pc} and the box is at row {br} col {bc} .",
-    "The box is {box_dir} , I will go {acts} .",
-    "The box must go {box_way} , so I go {acts} .",
+    "I am at row {pr} col {pc} , the box at row {br} col {bc} , the target at row {tr} col {tc} .",
+    "The box at row {br} col {bc} is {box_dir} ; I am at row {pr} col {pc} .",
+    "The box at row {br} col {bc} must go {box_way} ; I am at row {pr} col {pc} .",
+    "From row {pr} col {pc} I must reach row {sr} col {sc} to push the box at row {br} col {bc} .",
+    "From row {pr} col {pc} , {steps} moves should put the box at row {br} col {bc} on target .",
+]
+_GENERIC = [
     "Let me push the box toward the target .",
-    "I will move {acts} .",
-    "First get behind the box , then push it {push} .",
-    "The target is at row {tr} col {tc} ; moving {acts} .",
     "Do not push the box into a corner .",
-    "Next moves : {acts} .",
-    "Box at row {br} col {bc} , I plan to push it {push} .",
+    "Boxes cannot be pulled , so think first .",
+    "Keep the box away from the walls .",
+    "One careful move at a time .",
+    "Let me plan the pushes first .",
 ]
 
 
-class SokobanOptions(PersonaOptions):
+class SokobanOptions(GridOptions):
     """Room size, number of boxes, reverse-play length and the kept solution lengths.
 
     Rooms whose BFS solution is shorter than ``min_solution_length`` or longer than
@@ -77,7 +81,7 @@ class Sokoban(Environment):
     """The Sokoban puzzle; see the module docstring for the rules."""
 
     name = "sokoban"
-    version = "2"
+    version = "3"
     Options = SokobanOptions
     action_names = ACTIONS
     instruction = (
@@ -285,24 +289,26 @@ def _offset(origin: Cell, cell: Cell) -> str:
 
 
 class _Demo(PersonaDemonstrator):
-    templates = _TEMPLATES
+    templates, generic_templates = _TEMPLATES, _GENERIC
 
-    def facts(self, plan: list[str], actions: list[str]) -> dict[str, str]:
+    def facts(self, plan: list[str]) -> dict[str, str]:
         (pr, pc), ((br, bc), (tr, tc)) = self.env.player, self.env._focus()
         facts = dict(pr=str(pr), pc=str(pc), br=str(br), bc=str(bc), tr=str(tr), tc=str(tc),
                      box_dir=relative(br - pr, bc - pc), box_way=heading(tr - br, tc - bc),
-                     acts=say_actions(actions))
-        push = self._first_push(plan)
-        if push:
-            facts["push"] = push.lower()
+                     steps=str(len(plan)))
+        spot = self._push_spot(plan)
+        if spot:
+            facts["sr"], facts["sc"] = str(spot[0]), str(spot[1])
         return facts
 
-    def _first_push(self, plan: list[str]) -> str | None:
+    def _push_spot(self, plan: list[str]) -> Cell | None:
+        """Where the player stands before the plan's first push, if it pushes at all."""
         player, boxes = self.env.player, self.env.boxes
         for action in plan:
+            before = player
             player, boxes, moved = self.env._transition(player, boxes, action)
             if moved:
-                return action
+                return before
         return None
 
 

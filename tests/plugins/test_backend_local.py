@@ -103,3 +103,21 @@ def test_warmstart_env_options_share_one_warm_start_across_a_slip_sweep(tiny_con
     own = config(0.2, {})
     assert demo_options(own, FrozenLake) == {"slip": 0.2}
     assert cache_key(own, FrozenLake) != cache_key(plain, FrozenLake)
+
+
+def test_warmstart_seed_shares_one_warm_start_across_run_seeds(tiny_config):
+    """``model.warmstart_seed`` starts runs of different seeds from one policy (one cache
+    entry, the one a run of that seed builds by default); unset, each seed has its own."""
+    from mirage.plugins.backend_local.warmstart import cache_key, warmstart_seed
+
+    def config(seed: int, shared: int | None) -> object:
+        data = tiny_config()
+        data["env"] = {"name": "frozenlake"}
+        data["seed"] = seed
+        data["model"]["warmstart_seed"] = shared
+        return build_config(data)
+
+    shared = [config(seed, 0) for seed in (0, 1, 2)]
+    assert [warmstart_seed(c) for c in shared] == [0, 0, 0]
+    assert {cache_key(c, FrozenLake) for c in shared} == {cache_key(config(0, None), FrozenLake)}
+    assert cache_key(config(1, None), FrozenLake) != cache_key(config(0, None), FrozenLake)

@@ -47,11 +47,17 @@ def cache_key(config: RunConfig, env_cls) -> str:
         "env": [env_cls.name, env_cls.version],
         "env_config": env_config,
         "model": config.model.model_dump(
-            mode="json", exclude={"backend", "path", "dtype", "warmstart_env_options"}
+            mode="json", exclude={"backend", "path", "dtype", "warmstart_env_options", "warmstart_seed"}
         ),
-        "seed": config.seed,
+        "seed": warmstart_seed(config),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def warmstart_seed(config: RunConfig) -> int:
+    """The seed the warm start is built with: ``model.warmstart_seed``, else the run seed."""
+    seed = config.model.warmstart_seed
+    return config.seed if seed is None else seed
 
 
 def warm_start(config: RunConfig, env_cls, cache_dir: Path):
@@ -66,9 +72,10 @@ def warm_start(config: RunConfig, env_cls, cache_dir: Path):
     cfg = config.model
     started = time.perf_counter()
     options = env_cls.Options(**demo_options(config, env_cls))
-    demos = collect_demonstrations(env_cls, options, config.env, cfg.warmstart_episodes, config.seed)
+    seed = warmstart_seed(config)
+    demos = collect_demonstrations(env_cls, options, config.env, cfg.warmstart_episodes, seed)
     tokenizer = build_word_tokenizer(c + "\n" + r for c, r in demos.pairs)
-    torch.manual_seed(config.seed)
+    torch.manual_seed(seed)
     model = model_lib.build_tiny_model(
         cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.bos_token_id
     )
@@ -77,7 +84,7 @@ def warm_start(config: RunConfig, env_cls, cache_dir: Path):
         (tokenizer.encode(c, add_special_tokens=False), tokenizer.encode(r, add_special_tokens=False) + [eos])
         for c, r in demos.pairs
     ]
-    final_loss = _supervised(model, data, cfg, config.seed)
+    final_loss = _supervised(model, data, cfg, seed)
     facts: dict[str, Any] = {
         "warmstart_pairs": len(data),
         "warmstart_demo_success": demos.success_rate,

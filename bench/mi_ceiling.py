@@ -1,0 +1,94 @@
+"""Room to collapse: the demonstrators' retrieval ceiling beside the warm-started policy's.
+
+For each environment prints, at P prompts per batch: the best first-turn retrieval
+accuracy a perfect imitator of the demonstrators could reach (Monte Carlo,
+``mirage.core.ceiling``), the warm-started policy's measured first-turn retrieval
+accuracy and H(Z|X) on its own training-temperature rollouts (P x G, mean over
+``--batches`` batches), chance (1/P), and validation success greedy and at temperature
+0.5. Builds (or reuses) the warm start in the cache, like ``core run``.
+
+    .venv/bin/python bench/mi_ceiling.py [--envs sokoban frozenlake] [--prompts 16]
+        [--group-size 8] [--batches 4] [--episodes 256] [--seed 0] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import torch
+
+from mirage.core.batch import make_batch
+from mirage.core.ceiling import retrieval_ceiling
+from mirage.core.config import RunConfig
+from mirage.core.loop import cache_dir, open_session
+from mirage.core.plugins import build_plugins
+from mirage.core.validate import validate_config
+from mirage.plugins.diagnostics.mi import MutualInformation
+
+ROLLOUT_SEED_BASE = 80_000_000  # prompts disjoint from validation and demonstrations
+
+
+def success(run, episodes: int, greedy: bool) -> float:
+    val = run.config.validation
+    torch.manual_seed(val.seed)
+    batch = make_batch(0, [val.seed + i for i in range(episodes)], 1,
+                       temperature=val.temperature, greedy=greedy)
+    run.hook.mirage_rollout(run=run, batch=batch)
+    return batch.success_rate()
+
+
+def policy_retrieval(run, prompts: int, group_size: int, batches: int) -> tuple[float, float]:
+    """Mean first-turn retrieval accuracy and H(Z|X) over ``batches`` rollout batches."""
+    mi = MutualInformation(run.config.model_copy(update={
+        "diagnostics": run.config.diagnostics.model_copy(update={"scopes": ["first_turn"]})
+    }))
+    accuracy, entropy = [], []
+    for index in range(batches):
+        torch.manual_seed(index)
+        seeds = [ROLLOUT_SEED_BASE + index * prompts + i for i in range(prompts)]
+        batch = make_batch(0, seeds, group_size, temperature=run.config.rollout.temperature)
+        run.hook.mirage_rollout(run=run, batch=batch)
+        metrics = mi.measure(run, batch)
+        accuracy.append(metrics["mi/first_turn/retrieval_acc"])
+        entropy.append(metrics["mi/first_turn/h_cond"])
+    return statistics.fmean(accuracy), statistics.fmean(entropy)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", nargs="+", default=["sokoban", "frozenlake"])
+    parser.add_argument("--prompts", type=int, default=16)
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--batches", type=int, default=4)
+    parser.add_argument("--episodes", type=int, default=256, help="validation episodes")
+    parser.add_argument("--seed", type=int, default=0, help="run (and warm-start) seed")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+
+    torch.set_num_threads(args.threads)
+    plugins = build_plugins()
+    print(f"{'env':<11} {'P':>3} {'ceiling':>7} {'policy':>7} {'chance':>7} {'H(Z|X)':>7} "
+          f"{'greedy':>7} {'t=0.5':>6} {'minutes':>7}")
+    for env in args.envs:
+        config = RunConfig.model_validate(
+            {"env": {"name": env}, "seed": args.seed, "threads": args.threads}
+        )
+        run = open_session(config, plugins, validate_config(config, plugins))
+        ceiling = retrieval_ceiling(run.env_cls, run.env_options,
+                                    config.env, prompts=args.prompts, seed=args.seed)
+        started = time.perf_counter()
+        run.backend.prepare(run.env_cls, cache_dir())
+        retrieval, entropy = policy_retrieval(run, args.prompts, args.group_size, args.batches)
+        greedy, sampled = (success(run, args.episodes, g) for g in (True, False))
+        minutes = (time.perf_counter() - started) / 60
+        print(f"{env:<11} {args.prompts:>3} {ceiling.retrieval:>7.3f} {retrieval:>7.3f} "
+              f"{ceiling.chance:>7.3f} {entropy:>7.3f} {greedy:>7.3f} {sampled:>6.3f} {minutes:>7.1f}",
+              flush=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    main()
