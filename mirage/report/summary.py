@@ -61,15 +61,6 @@ def by_seed(frame: pd.DataFrame, column: str = "value") -> dict[int, float]:
     return {int(seed): float(value) for seed, value in zip(frame["seed"], frame[column])}
 
 
-def same_sign(values: pd.Series) -> int:
-    """+1 if every value is positive, -1 if every value is negative, else 0."""
-    if len(values) and (values > 0).all():
-        return 1
-    if len(values) and (values < 0).all():
-        return -1
-    return 0
-
-
 def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
     """``frame`` as a GitHub Markdown table, floats rounded to ``digits``."""
     def cell(value) -> str:
