@@ -295,12 +295,13 @@ def report(
     out: Path = typer.Option(Path("docs/reproduction.md"), help="the report to write"),
     figures: Path = typer.Option(Path("docs/img/reproduction"), help="folder for its figures"),
     notes: Path = typer.Option(Path("results/reproduction.notes.yaml"), help="the researcher's reading of each verdict"),
-    from_store: Optional[Path] = typer.Option(None, help="first export the finished runs of the 'reproduction' experiment from this store into --results"),
+    from_store: Optional[Path] = typer.Option(None, help="first export the finished runs of the --experiment experiments from this store into --results"),
+    experiment: Optional[list[str]] = typer.Option(None, help="with --from-store: a registry experiment to export (repeatable; default: every study experiment the report reads, 'reproduction' and 'collapse', those present)"),
     restore: Optional[Path] = typer.Option(None, help="only rebuild a run store at this new path from --results (for `core app --db`)"),
 ) -> None:
     """Render docs/reproduction.md (tables, figures, verdicts) from the committed study results."""
     from mirage.report.render import build_report
-    from mirage.report.results import export_study, restore_study
+    from mirage.report.results import STUDY_EXPERIMENTS, export_study, restore_study
 
     if restore is not None:
         try:
@@ -313,10 +314,11 @@ def report(
         if not from_store.exists():
             _fail(f"store {from_store} does not exist")
         try:
-            count = export_study(from_store, results)
+            counts = export_study(from_store, results, experiment or STUDY_EXPERIMENTS)
         except ValueError as error:
             _fail(str(error))
-        typer.echo(f"exported {count} runs to {results}")
+        typer.echo(f"exported {sum(counts.values())} runs to {results} ("
+                   + ", ".join(f"{name}: {count}" for name, count in counts.items()) + ")")
     if not (results / "runs.parquet").exists():
         _fail(f"{results} holds no exported study; run the study and pass --from-store")
     findings = build_report(results, out, figures, notes)

@@ -12,13 +12,17 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from mirage.report.results import Study  # noqa: E402
+from mirage.report.summary import endpoint  # noqa: E402
 
 TITLES = {
     "val/success": "success (t=0.5)",
     "mi/first_turn/retrieval_acc": "first-turn retrieval acc.",
     "mi/first_turn/policy_entropy": "first-turn policy entropy",
     "mi/first_turn/reasoning_tokens": "reasoning tokens",
+    "mi/first_turn/h_cond": "first-turn H(Z|X)",
+    "mi/first_turn/retrieval_chance": "retrieval chance",
 }
+SEED_STYLES = ["-", "--", ":", "-."]
 
 
 def _save(fig, path: Path) -> str:
@@ -62,8 +66,8 @@ def training_curves(study: Study, runs: pd.DataFrame, filters: list[str], names:
 
 
 def final_bars(study: Study, runs: pd.DataFrame, filters: list[str], name: str, path: Path) -> str:
-    """Final ``name`` per environment and filter: mean bar, one dot per seed."""
-    finals = study.final(name)
+    """Endpoint of ``name`` per environment and filter: mean bar, one dot per seed."""
+    finals = endpoint(study, name)
     finals = finals[finals["run_id"].isin(runs["run_id"])]
     envs = sorted(runs["env"].unique())
     fig, axes = plt.subplots(1, len(envs), figsize=(3.4 * len(envs), 2.8), squeeze=False)
@@ -73,7 +77,7 @@ def final_bars(study: Study, runs: pd.DataFrame, filters: list[str], name: str, 
             ax.bar(i, values.mean(), color=f"C{i}", alpha=0.6)
             ax.scatter([i] * len(values), values, color="black", s=10, zorder=3)
         ax.set_xticks(range(len(filters)), filters, fontsize=8)
-        ax.set_title(f"{env}: final {TITLES.get(name, name)}", fontsize=9)
+        ax.set_title(f"{env}: endpoint {TITLES.get(name, name)}", fontsize=9)
     return _save(fig, path)
 
 
@@ -101,14 +105,14 @@ def correlation_bars(table: pd.DataFrame, path: Path) -> str:
                 color=["C2" if v > 0 else "C3" for v in part["spearman"]])
         ax.axvline(0, color="black", linewidth=0.8)
         ax.set_xlim(-1, 1)
-        ax.set_title(f"Spearman with final success: {group}", fontsize=9)
+        ax.set_title(f"Spearman with success endpoint: {group}", fontsize=9)
         ax.tick_params(labelsize=7)
     return _save(fig, path)
 
 
 def slip_lines(table: pd.DataFrame, path: Path) -> str:
-    columns = [("mean", "final success (t=0.5)"), ("H(Z|X)", "H(Z|X) over training"),
-               ("retrieval acc.", "retrieval acc. over training")]
+    columns = [("mean", "success endpoint (t=0.5)"), ("H(Z|X)", "H(Z|X) endpoint"),
+               ("retrieval acc.", "retrieval acc. endpoint")]
     fig, axes = plt.subplots(1, len(columns), figsize=(3.3 * len(columns), 2.7), squeeze=False)
     for ax, (column, title) in zip(axes[0], columns):
         for flt, part in table.groupby("filter", sort=False):
@@ -121,10 +125,44 @@ def slip_lines(table: pd.DataFrame, path: Path) -> str:
 
 
 def ablation_bars(table: pd.DataFrame, path: Path) -> str:
-    columns = ["success (final)", "retrieval (final)", "entropy (final)"]
+    columns = ["success (endpoint)", "retrieval (endpoint)", "entropy (endpoint)"]
     fig, axes = plt.subplots(1, len(columns), figsize=(3.6 * len(columns), 3.0), squeeze=False)
     for ax, column in zip(axes[0], columns):
         ax.barh(table["filter"], table[column], color=[f"C{i}" for i in range(len(table))])
         ax.set_title(f"Sokoban: {column}", fontsize=9)
         ax.tick_params(labelsize=7)
+    return _save(fig, path)
+
+
+def seed_curves(study: Study, runs: pd.DataFrame, names: list[str], path: Path,
+                chance: str | None = None) -> str:
+    """One panel row per metric in ``names``, one column per environment, one line per
+    seed (line style) and filter (colour, "none" first); a retrieval panel also draws the
+    mean of the ``chance`` metric over those runs."""
+    envs = sorted(runs["env"].unique())
+    arms = ["none", *sorted(f for f in runs["filter"].unique() if f != "none")]
+    seeds = sorted(runs["seed"].unique())
+    fig, axes = plt.subplots(len(names), len(envs), figsize=(4.2 * len(envs), 2.4 * len(names)),
+                             squeeze=False)
+    for col, env in enumerate(envs):
+        env_runs = runs[runs["env"] == env]
+        for row, name in enumerate(names):
+            ax = axes[row][col]
+            series = study.series(name)
+            for index, flt in enumerate(arms):
+                for order, seed in enumerate(seeds):
+                    ids = env_runs[(env_runs["filter"] == flt) & (env_runs["seed"] == seed)]["run_id"]
+                    part = series[series["run_id"].isin(ids)].sort_values("step")
+                    if not part.empty:
+                        ax.plot(part["step"], part["value"], color=f"C{index}", linewidth=1,
+                                linestyle=SEED_STYLES[order % len(SEED_STYLES)],
+                                label=f"{flt}, seed {seed}")
+            if chance is not None and name.endswith("retrieval_acc"):
+                level = study.series(chance)
+                level = level[level["run_id"].isin(env_runs["run_id"])].groupby("step")["value"].mean()
+                ax.plot(level.index, level.to_numpy(), color="grey", linewidth=1, label="chance")
+            ax.set_title(f"{env}: {TITLES.get(name, name)}", fontsize=9)
+            ax.set_xlabel("iteration", fontsize=8)
+            ax.tick_params(labelsize=7)
+    axes[0][0].legend(fontsize=6)
     return _save(fig, path)

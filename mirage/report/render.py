@@ -1,6 +1,7 @@
 """docs/reproduction.md from an exported study: for each finding the paper's claim, the
 measured tables and figure, the computed verdict and the researcher's reading of it
-(``notes``: finding key -> text, kept in a YAML file beside the results)."""
+(``notes``: finding key -> text, kept in a YAML file beside the results), how the
+verdicts are read, and the collapse study's section when its runs are present."""
 
 from __future__ import annotations
 
@@ -11,26 +12,63 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from mirage.report.findings import FINDINGS, Finding
-from mirage.report.results import read_study
-from mirage.report.summary import markdown_table
+from mirage.report import collapse
+from mirage.report.findings import FINDINGS, SUCCESS, Finding
+from mirage.report.paired import BOOTSTRAP_SEED, CONFIDENCE, POWER, RESAMPLES, detectable_factor
+from mirage.report.results import STUDY, Study, read_study
+from mirage.report.summary import LAST_CHECKS, markdown_table
 
 
 def build_report(results: Path, out: Path, figure_dir: Path, notes: Path | None = None) -> list[Finding]:
     """Render the report for the exported study in ``results`` to ``out`` with its
-    figures in ``figure_dir``; return the findings."""
-    study = read_study(results)
-    findings = [measure(study, figure_dir) for measure in FINDINGS]
+    figures in ``figure_dir``; return the findings (the collapse study's last, when present)."""
+    everything = read_study(results)
+    study = everything.of(STUDY)
+    findings = [measure(study, figure_dir) for measure in FINDINGS] if len(study.runs) else []
+    collapse_finding = collapse.collapse_study(everything, figure_dir)
     readings = yaml.safe_load(notes.read_text()) if notes and notes.exists() else {}
     readings = {str(key): text for key, text in (readings or {}).items()}
-    design = _design(results, study)
+    design = _design(results, study) if len(study.runs) else f"The results hold no run of `{STUDY}`."
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(_markdown(findings, readings or {}, design, out, figure_dir))
-    return findings
+    out.write_text(_markdown(findings, collapse_finding, readings, design, _reading(study),
+                             out, figure_dir))
+    return findings + ([collapse_finding] if collapse_finding else [])
+
+
+def _reading(study: Study) -> str:
+    """The "How to read the verdicts" paragraph, with the study's seed count and the
+    number of validation checks its endpoints average."""
+    seeds = study.runs.groupby(["experiment", "env", "filter", "slip", "regime"]).size()
+    n = int(seeds.min()) if len(seeds) else 0
+    validation = study.metrics[(study.metrics["name"] == SUCCESS) & (study.metrics["step"] >= 1)]
+    checks = int(validation.groupby("run_id")["step"].nunique().min()) if len(validation) else 0
+    level = f"{CONFIDENCE:.0%}"
+    power = (f" With {n} seeds that is {detectable_factor(n):.2f} sd." if n >= 2 else "")
+    return (
+        "Each finding is a set of directional checks (listed under it). A check compares two "
+        "arms run with the same seeds (or a run's warm start with its endpoint), **paired by "
+        "seed**: the per-seed differences give n, their mean and sd, the "
+        f"{level} t interval mean +- t_{{{(1 + CONFIDENCE) / 2:g}, n-1}} sd / sqrt(n), a "
+        f"percentile bootstrap interval over seeds ({RESAMPLES} resamples, generator seed "
+        f"{BOOTSTRAP_SEED}) as a second view, the two-sided paired t-test p and the "
+        "standardised effect d_z = mean / sd. A check **holds** when the t interval excludes 0 "
+        "on the predicted side, is **contradicted** when it excludes 0 on the other side, and "
+        "is **not detected** when it contains 0; with fewer than 2 seeds it has **too few "
+        f"seeds**. Column \"detectable ({POWER:.0%})\" is the smallest true difference the check "
+        f"finds with {POWER:.0%} power, (t_{{{(1 + CONFIDENCE) / 2:g}, n-1}} + "
+        f"t_{{{POWER:g}, n-1}}) sd / sqrt(n): a \"not detected\" below it says little.{power} "
+        "Correlation checks use Spearman's rho over runs with the Fisher-z interval "
+        f"tanh(atanh(rho) +- z_{{{(1 + CONFIDENCE) / 2:g}}} sqrt(1.06 / (n - 3))). A finding "
+        "holds when all of its checks hold, holds partly when some do, is contradicted when "
+        "none holds and one is contradicted, and is not detected otherwise. A run's "
+        "**endpoint** for validation success and for the MI proxies and entropy is the mean "
+        f"of its last K = {LAST_CHECKS} checks after the warm start, fewer when it has fewer "
+        f"(validation success here has {checks} per run).")
 
 
 def _design(results: Path, study) -> str:
     runs = pd.read_parquet(results / "runs.parquet")
+    runs = runs[runs["experiment"] == STUDY]
     minutes = (runs["finished_at"] - runs["created_at"]).dt.total_seconds().sum() / 60
     wall = (runs["finished_at"].max() - runs["created_at"].min()).total_seconds() / 60
     configurations = len(study.runs.drop_duplicates(["env", "filter", "slip", "regime"]))
@@ -46,7 +84,8 @@ def _design(results: Path, study) -> str:
             f"{config['threads']} torch thread(s) per run). Code at commit {commits}.")
 
 
-def _markdown(findings: list[Finding], readings: dict, design: str, out: Path, figure_dir: Path) -> str:
+def _markdown(findings: list[Finding], collapse_finding: Finding | None, readings: dict, design: str,
+              reading: str, out: Path, figure_dir: Path) -> str:
     figure_link = Path(os.path.relpath(figure_dir, out.parent))
     lines = [
         "# Reproducing the paper's findings at CPU scale",
@@ -63,17 +102,18 @@ def _markdown(findings: list[Finding], readings: dict, design: str, out: Path, f
         "`core report --from-store runs/reproduction.duckdb`. Browse the runs in the app: "
         "`core report --restore runs/study.duckdb && core app --db runs/study.duckdb`.",
         "",
-        "Verdicts follow stated rules on the seeds (mirage/report/findings.py): an effect shows "
-        "when every seed moves the same way, or when a difference of means exceeds the seed "
-        "spread; a finding holds when all of its checks show, partly when some do.",
+        "## How to read the verdicts",
+        "",
+        reading,
         "",
         "## Verdicts",
         "",
         markdown_table(pd.DataFrame([{"finding": f.key, "what": f.title, "verdict": f.verdict}
-                                     for f in findings])),
+                                     for f in findings + ([collapse_finding] if collapse_finding else [])],
+                                    columns=["finding", "what", "verdict"])),
         "",
     ]
-    for finding in findings:
+    for finding in findings + ([collapse_finding] if collapse_finding else []):
         lines += [f"## Finding {finding.key}: {finding.title}" if finding.key[0].isdigit()
                   else f"## {finding.title}", "",
                   f"**Paper.** {finding.claim}", ""]
@@ -84,4 +124,6 @@ def _markdown(findings: list[Finding], readings: dict, design: str, out: Path, f
         lines += ["**Measured.** " + " ".join(finding.evidence), "",
                   f"**Verdict: {finding.verdict}.**"
                   + (f" {readings[finding.key].strip()}" if finding.key in readings else ""), ""]
+    if collapse_finding is None:
+        lines += [f"## {collapse.TITLE}", "", collapse.ABSENT, ""]
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,17 +23,23 @@ from mirage.core.config import AlgorithmConfig
 from mirage.core.store import RunStore
 
 STUDY = "reproduction"
+COLLAPSE = "collapse"
+# the registry experiments `core report` reads; --from-store exports those present
+STUDY_EXPERIMENTS = (STUDY, COLLAPSE)
 
 
-def export_study(source: Path, target: Path, experiment: str = STUDY) -> int:
-    """Write the finished runs of ``experiment`` in the store ``source`` to the folder
-    ``target`` (replaced) as Parquet plus DuckDB's schema/load scripts; return the run
-    count. Raises ValueError when the store has no such run."""
+def export_study(source: Path, target: Path, experiments: Sequence[str] = (STUDY,)) -> dict[str, int]:
+    """Write the finished runs of each of ``experiments`` in the store ``source`` to the
+    folder ``target`` (replaced) as Parquet plus DuckDB's schema/load scripts; return the
+    run count per experiment (0 for one the store lacks). Raises ValueError when the store
+    has no finished run of any of them."""
     with tempfile.TemporaryDirectory() as scratch:
         compact = Path(scratch) / "study.duckdb"
-        ids = RunStore(compact).import_runs(source, experiment=experiment)
-        if not ids:
-            raise ValueError(f"{source} has no finished run of experiment {experiment!r}")
+        store = RunStore(compact)
+        counts = {name: len(store.import_runs(source, experiment=name)) for name in experiments}
+        if not any(counts.values()):
+            raise ValueError(f"{source} has no finished run of experiment "
+                             + " or ".join(repr(name) for name in experiments))
         if target.exists():
             shutil.rmtree(target)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -41,7 +48,7 @@ def export_study(source: Path, target: Path, experiment: str = STUDY) -> int:
             con.execute(f"EXPORT DATABASE '{target}' (FORMAT parquet, COMPRESSION zstd)")
         finally:
             con.close()
-    return len(ids)
+    return counts
 
 
 def restore_study(results: Path, db: Path) -> Path:
@@ -61,21 +68,21 @@ def restore_study(results: Path, db: Path) -> Path:
 
 @dataclass(frozen=True)
 class Study:
-    """The study as frames. ``runs``: one row per run with its config's labels;
-    ``metrics``: long format (run_id, step, name, value)."""
+    """The study as frames. ``runs``: one row per run with its experiment and its
+    config's labels; ``metrics``: long format (run_id, step, name, value)."""
 
     runs: pd.DataFrame
     metrics: pd.DataFrame
+
+    def of(self, experiment: str) -> "Study":
+        """Only the runs (and their metrics) of registry experiment ``experiment``."""
+        runs = self.runs[self.runs["experiment"] == experiment].reset_index(drop=True)
+        return Study(runs, self.metrics[self.metrics["run_id"].isin(runs["run_id"])])
 
     def series(self, name: str) -> pd.DataFrame:
         """``name`` per run and step, joined with the run labels."""
         rows = self.metrics[self.metrics["name"] == name]
         return rows.merge(self.runs, on="run_id")
-
-    def final(self, name: str) -> pd.DataFrame:
-        """Each run's value of ``name`` at its last logged step, with the run labels."""
-        rows = self.series(name).sort_values("step")
-        return rows.groupby("run_id", as_index=False).tail(1)
 
 
 def read_study(results: Path) -> Study:
@@ -84,6 +91,7 @@ def read_study(results: Path) -> Study:
     metrics = pd.read_parquet(results / "metrics.parquet", columns=["run_id", "step", "name", "value"])
     labels = pd.DataFrame([run_labels(json.loads(c)) for c in runs["config"]])
     labels.insert(0, "run_id", runs["run_id"].to_numpy())
+    labels.insert(1, "experiment", runs["experiment"].to_numpy())
     return Study(labels, metrics.dropna(subset=["value"]))
 
 

@@ -1,5 +1,6 @@
 """Small summaries the findings share: per-configuration means over seeds with their
-spread, changes from the first to the last step, and a Markdown table."""
+spread, each run's endpoint (the mean of its last few checks), changes from the start to
+the endpoint, per-seed values for paired comparisons, and a Markdown table."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import math
 import pandas as pd
 
 from mirage.report.results import Study
+
+# Validation success and the MI proxies are noisy per check (64 episodes, 8 x 8 samples),
+# so a run's endpoint is the mean of its last LAST_CHECKS checks after the warm start.
+LAST_CHECKS = 3
 
 
 def over_seeds(values: pd.DataFrame, by: list[str], column: str = "value") -> pd.DataFrame:
@@ -28,23 +33,32 @@ def window_mean(study: Study, name: str, first_step: int = 1) -> pd.DataFrame:
     return means.merge(study.runs, on="run_id")
 
 
-def change(study: Study, name: str) -> pd.DataFrame:
-    """Per run: ``name`` at its first and last logged step and the change between them."""
+def endpoint(study: Study, name: str, last: int = LAST_CHECKS) -> pd.DataFrame:
+    """Each run's mean of ``name`` over its last ``last`` logged steps from step 1 on
+    (training, not the warm start; fewer when the run logged fewer), with the run labels."""
+    rows = study.series(name)
+    rows = rows[rows["step"] >= 1].sort_values("step")
+    means = rows.groupby("run_id").tail(last).groupby("run_id", as_index=False)["value"].mean()
+    return means.merge(study.runs, on="run_id")
+
+
+def change(study: Study, name: str, last: int = LAST_CHECKS) -> pd.DataFrame:
+    """Per run: ``name`` at its first logged step (the warm start), its endpoint (see
+    :func:`endpoint`) and the change between them."""
     rows = study.series(name).sort_values("step")
     first = rows.groupby("run_id").head(1).set_index("run_id")["value"]
-    last = rows.groupby("run_id").tail(1).set_index("run_id")["value"]
-    frame = pd.DataFrame({"start": first, "end": last})
+    end = endpoint(study, name, last).set_index("run_id")["value"]
+    frame = pd.DataFrame({"start": first, "end": end}).dropna()
     frame["change"] = frame["end"] - frame["start"]
-    return frame.reset_index().merge(study.runs, on="run_id")
+    return frame.reset_index(names="run_id").merge(study.runs, on="run_id")
 
 
-def same_sign(values: pd.Series) -> int:
-    """+1 if every value is positive, -1 if every value is negative, else 0."""
-    if len(values) and (values > 0).all():
-        return 1
-    if len(values) and (values < 0).all():
-        return -1
-    return 0
+def by_seed(frame: pd.DataFrame, column: str = "value") -> dict[int, float]:
+    """Seed -> ``column`` of a frame holding one row per seed (one arm of a comparison);
+    ValueError when a seed appears twice, since the arm then mixes configurations."""
+    if frame["seed"].duplicated().any():
+        raise ValueError(f"several runs per seed in one arm: {sorted(frame['seed'])}")
+    return {int(seed): float(value) for seed, value in zip(frame["seed"], frame[column])}
 
 
 def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from mirage.core.store import RunStore
-from mirage.report.findings import HOLDS, NOT, PARTLY, _beats
-from mirage.report.results import export_study, read_study, restore_study
-from mirage.report.summary import markdown_table, over_seeds, same_sign
+from mirage.report.results import Study, export_study, read_study, restore_study
+from mirage.report.summary import LAST_CHECKS, by_seed, change, endpoint, markdown_table, over_seeds
+from mirage.report.verdicts import FINDING_VERDICTS
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "results" / "reproduction"
 
@@ -23,7 +23,10 @@ def test_report_command_renders_every_finding_from_the_committed_results(tmp_pat
     assert code == 0, stderr
     text = out.read_text()
     verdicts = re.findall(r"\*\*Verdict: (.+?)\.\*\*", text)
-    assert len(verdicts) == 7 and set(verdicts) <= {HOLDS, PARTLY, NOT}
+    assert len(verdicts) == 7 and set(verdicts) <= set(FINDING_VERDICTS)
+    assert "## How to read the verdicts" in text and "paired by seed" in text
+    assert f"last K = {LAST_CHECKS} checks" in text
+    assert "The results hold no run of the registry experiment `collapse`" in text
     assert stdout.count("finding ") == 7
     linked = re.findall(r"!\[[^\]]*\]\(img/([^)]+)\)", text)
     assert len(linked) == 7 and all((figures / name).stat().st_size > 1000 for name in linked)
@@ -47,7 +50,7 @@ def test_results_round_trip_through_a_store(tmp_path):
     assert len(runs) == len(read_study(RESULTS).runs)
     assert {r["status"] for r in runs} == {"finished"}
     again = tmp_path / "again"
-    assert export_study(restored, again) == len(runs)
+    assert export_study(restored, again) == {"reproduction": len(runs)}
     before = pd.read_parquet(RESULTS / "metrics.parquet").sort_values(["run_id", "step", "name"])
     after = pd.read_parquet(again / "metrics.parquet").sort_values(["run_id", "step", "name"])
     pd.testing.assert_frame_equal(before.reset_index(drop=True), after.reset_index(drop=True))
@@ -67,12 +70,22 @@ def test_report_without_results_exits_2_naming_the_folder(tmp_path, cli):
     assert code == 2 and "holds no exported study" in stderr and "nothing" in stderr
 
 
-def test_verdict_rules_on_hand_checked_cases():
-    assert same_sign(pd.Series([0.1, 0.2])) == 1 and same_sign(pd.Series([-0.1, -0.3])) == -1
-    assert same_sign(pd.Series([0.1, -0.1])) == 0 and same_sign(pd.Series([], dtype=float)) == 0
-    # means 0.6 vs 0.3, spreads 0.2 and 0.1: 0.3 > 0.2 shows; 0.6 vs 0.5 does not
-    assert _beats(pd.Series([0.5, 0.6, 0.7]), pd.Series([0.25, 0.3, 0.35]))
-    assert not _beats(pd.Series([0.5, 0.6, 0.7]), pd.Series([0.45, 0.5, 0.55]))
+def test_endpoint_is_the_mean_of_the_last_checks_after_the_warm_start():
+    runs = pd.DataFrame({"run_id": ["a", "b"], "seed": [0, 1]})
+    steps = [0, 1, 5, 10, 15, 20]
+    metrics = pd.DataFrame({"run_id": ["a"] * 6 + ["b"] * 2, "step": steps + [0, 10],
+                            "name": "m", "value": [9.0, 1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 6.0]})
+    study = Study(runs, metrics)
+    ends = endpoint(study, "m", last=3).set_index("run_id")["value"]
+    assert ends.to_dict() == {"a": 4.0, "b": 6.0}  # mean of 3, 4, 5; b has one check after 0
+    moved = change(study, "m", last=3).set_index("run_id")
+    assert moved.loc["a", "start"] == 9.0 and moved.loc["a", "change"] == -5.0
+    assert by_seed(endpoint(study, "m")) == {0: 4.0, 1: 6.0}
+    with pytest.raises(ValueError, match="several runs per seed"):
+        by_seed(pd.DataFrame({"seed": [0, 0], "value": [1.0, 2.0]}))
+
+
+def test_summaries_on_hand_checked_cases():
     table = over_seeds(pd.DataFrame({"f": ["a", "a", "b"], "value": [1.0, 3.0, 2.0]}), ["f"])
     assert table.to_dict("records")[0] == {"f": "a", "mean": 2.0, "low": 1.0, "high": 3.0,
                                            "seeds": 2, "spread": 2.0}

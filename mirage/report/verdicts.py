@@ -1,0 +1,98 @@
+"""Verdicts drawn from intervals: one per directional check, and one per finding from
+its checks. The rule is stated in the report's "How to read the verdicts" section."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mirage.report.paired import Correlation, Paired
+
+HOLDS = "holds"
+CONTRADICTED = "contradicted"
+NOT_DETECTED = "not detected"
+TOO_FEW = "too few seeds"
+PARTLY = "holds partly"  # a finding only: some of its checks hold, not all
+CHECK_VERDICTS = (HOLDS, CONTRADICTED, NOT_DETECTED, TOO_FEW)
+FINDING_VERDICTS = (HOLDS, PARTLY, CONTRADICTED, NOT_DETECTED, TOO_FEW)
+
+
+def verdict(comparison: Paired | Correlation, direction: int) -> str:
+    """``direction`` +1 predicts a positive difference (or correlation), -1 a negative
+    one. Holds when the interval excludes 0 on the predicted side, contradicted when it
+    excludes 0 on the other side, not detected when it contains 0."""
+    if direction not in (1, -1):
+        raise ValueError(f"direction must be +1 or -1, not {direction!r}")
+    if comparison.too_few:
+        return TOO_FEW
+    if comparison.low > 0 or comparison.high < 0:
+        return HOLDS if (comparison.low > 0) == (direction > 0) else CONTRADICTED
+    return NOT_DETECTED
+
+
+@dataclass(frozen=True)
+class Check:
+    """One directional prediction tested by an interval."""
+
+    label: str
+    comparison: Paired | Correlation
+    direction: int
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self.comparison, self.direction)
+
+
+def finding_verdict(checks: list[Check]) -> str:
+    """All checks hold: holds; some: holds partly; none, and one is contradicted:
+    contradicted; none and every check lacks seeds: too few seeds; else not detected."""
+    verdicts = [check.verdict for check in checks]
+    if verdicts and all(v == HOLDS for v in verdicts):
+        return HOLDS
+    if HOLDS in verdicts:
+        return PARTLY
+    if CONTRADICTED in verdicts:
+        return CONTRADICTED
+    if verdicts and all(v == TOO_FEW for v in verdicts):
+        return TOO_FEW
+    return NOT_DETECTED
+
+
+def _number(value: float, signed: bool = True) -> str:
+    if math.isnan(value):
+        return ""
+    if math.isinf(value):
+        return "+inf" if value > 0 else "-inf"
+    return f"{value:+.3f}" if signed else f"{value:.3f}"
+
+
+def _interval(low: float, high: float) -> str:
+    return "" if math.isnan(low) else f"[{low:+.3f}, {high:+.3f}]"
+
+
+def check_row(check: Check) -> dict:
+    """One table row: the comparison, its intervals, p, d_z, the minimum detectable
+    difference and the verdict."""
+    c = check.comparison
+    predicted = ">" if check.direction > 0 else "<"
+    if isinstance(c, Correlation):
+        return {"check": f"{check.label} {predicted} 0", "runs": c.n, "rho": _number(c.rho),
+                "95% CI (Fisher z)": _interval(c.low, c.high),
+                "p": _number(c.p_value, signed=False), "verdict": check.verdict}
+    return {"check": f"{check.label} {predicted} 0", "seeds": c.n, "mean diff": _number(c.mean),
+            "95% CI (t)": _interval(c.low, c.high),
+            "95% CI (bootstrap)": _interval(c.boot_low, c.boot_high),
+            "p": _number(c.p_value, signed=False), "d_z": _number(c.d_z),
+            "detectable (80%)": _number(c.detectable, signed=False), "verdict": check.verdict}
+
+
+def check_sentence(check: Check) -> str:
+    """'label: +0.031 [-0.10, +0.16], not detected (detectable 0.29)' for the evidence."""
+    c = check.comparison
+    if isinstance(c, Correlation):
+        middle = f"rho {_number(c.rho)} {_interval(c.low, c.high)}"
+    else:
+        middle = f"{_number(c.mean)} {_interval(c.low, c.high)}"
+        if not c.too_few and check.verdict == NOT_DETECTED:
+            middle += f", detectable {_number(c.detectable, signed=False)}"
+    return f"{check.label}: {middle.strip()} -> {check.verdict}"

@@ -1,0 +1,88 @@
+"""The collapse study's section, from a small synthetic store holding runs of two
+experiments, exported with `core report --from-store --experiment ...`."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from mirage.core.config import RunConfig
+from mirage.core.store import RunStore
+from mirage.report.collapse import collapse_study
+from mirage.report.results import export_study, read_study
+
+SEEDS = (0, 1, 2)
+STEPS = (0, 5, 10, 15, 20)
+
+
+def _config(flt: dict, seed: int) -> dict:
+    config = RunConfig().model_dump(mode="json")
+    config.update(seed=seed, steps=STEPS[-1], filter={**config["filter"], **flt},
+                  env={**config["env"], "name": "frozenlake"})
+    return config
+
+
+def _fill(store: RunStore, experiment: str, run_id: str, flt: dict, seed: int, lift: float) -> None:
+    """A run whose retrieval accuracy falls over training, less when ``lift`` is larger."""
+    store.create_run(run_id, _config(flt, seed), [], None, experiment=experiment, seed=seed)
+    for step in STEPS:
+        fall = step / STEPS[-1]
+        store.record_metrics(run_id, step, {
+            "mi/first_turn/retrieval_acc": 0.6 - fall * (0.4 - lift) + 0.01 * seed,
+            "mi/first_turn/retrieval_chance": 0.125,
+            "mi/first_turn/h_cond": 0.4 + 0.1 * fall + 0.005 * seed,
+            "val/success": 0.7 - fall * (0.3 - lift) - 0.02 * seed * (step % 10 == 0),
+        })
+    store.set_status(run_id, "finished")
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = RunStore(tmp_path / "runs.duckdb")
+    for seed in SEEDS:
+        _fill(store, "collapse", f"none-{seed}", {"name": "none"}, seed, lift=0.0)
+        _fill(store, "collapse", f"topp-{seed}", {"name": "top_p", "rho": 0.9}, seed, lift=0.2 + 0.01 * seed)
+        _fill(store, "other", f"other-{seed}", {"name": "none"}, seed, lift=0.0)
+    return tmp_path / "runs.duckdb"
+
+
+def test_collapse_section_pairs_top_p_with_no_filter_by_seed(store, tmp_path):
+    assert export_study(store, tmp_path / "results", ("reproduction", "collapse")) == {
+        "reproduction": 0, "collapse": 6}
+    study = read_study(tmp_path / "results")
+    assert set(study.runs["experiment"]) == {"collapse"}
+    finding = collapse_study(study, tmp_path / "img")
+    assert finding is not None and finding.figure == "collapse_study_curves.png"
+    assert (tmp_path / "img" / finding.figure).stat().st_size > 1000
+    by_label = {check.label: check for check in finding.checks}
+    retrieval = by_label["frozenlake: retrieval acc. top-p 0.9 - none"].comparison
+    # endpoint = mean of the last 3 checks (10, 15, 20): falls 0.5, 0.75, 1 of (0.4 - lift)
+    assert retrieval.n == 3 and retrieval.mean == pytest.approx(0.75 * 0.21)
+    assert by_label["frozenlake: retrieval acc. top-p 0.9 - none"].verdict == "holds"
+    assert by_label["frozenlake: success top-p 0.9 - none"].verdict == "holds"
+    assert finding.verdict == "holds"
+    per_seed, checks = finding.tables[0][1], finding.tables[1][1]
+    assert per_seed.count("| frozenlake | top-p 0.9 |") == 3 and "retrieval chance" in per_seed
+    assert "95% CI (t)" in checks and "detectable (80%)" in checks
+
+
+def test_collapse_section_is_none_without_collapse_runs(store, tmp_path):
+    export_study(store, tmp_path / "results", ("other",))
+    assert collapse_study(read_study(tmp_path / "results"), tmp_path / "img") is None
+
+
+def test_report_exports_the_named_experiments_and_renders_the_collapse_section(store, tmp_path, cli):
+    out, results = tmp_path / "report.md", tmp_path / "results"
+    code, stdout, stderr = cli("report", "--from-store", store, "--experiment", "collapse",
+                               "--experiment", "other", "--results", results, "--out", out,
+                               "--figures", tmp_path / "img", "--notes", tmp_path / "none.yaml")
+    assert code == 0, stderr
+    assert "exported 9 runs" in stdout and "collapse: 6, other: 3" in stdout
+    text = out.read_text()
+    assert "## The collapse study (experiment `collapse`)" in text
+    assert re.findall(r"\*\*Verdict: (.+?)\.\*\*", text) == ["holds"]
+    assert "![The collapse study" in text
+    code, _, stderr = cli("report", "--from-store", store, "--experiment", "nothing",
+                          "--results", results, "--out", out)
+    assert code == 2 and "no finished run of experiment 'nothing'" in stderr
