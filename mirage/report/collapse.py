@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mirage.report import figures
+from mirage.report import figures, regime
 from mirage.report.figures import TITLES
 from mirage.report.findings import CHANCE, H_COND, RETRIEVAL, SUCCESS, Finding
 from mirage.report.paired import paired
@@ -20,7 +20,7 @@ KEY = "collapse study"
 TITLE = f"The collapse study (experiment `{COLLAPSE}`)"
 ABSENT = (f"The results hold no run of the registry experiment `{COLLAPSE}` yet; this section "
           "fills in once its runs are exported with `core report --from-store`.")
-CURVES = [RETRIEVAL, H_COND, SUCCESS]  # one panel row each; chance is drawn with retrieval
+CURVES = [RETRIEVAL, H_COND, regime.FORMAT, SUCCESS]  # one panel row each; chance is drawn with retrieval
 
 
 def collapse_study(study: Study, figure_dir: Path) -> Finding | None:
@@ -59,6 +59,18 @@ def collapse_study(study: Study, figure_dir: Path) -> Finding | None:
                 + " (no direction predicted: the paper reads collapse in I(X;Z), not in H(Z|X)).")
     finding.conclude()
     finding.tables.insert(0, ("Endpoints per seed", markdown_table(pd.DataFrame(rows))))
+    signatures = pd.DataFrame([{"filter": run.filter, "seed": run.seed} | regime.signature(study, run.run_id)
+                               for run in runs.sort_values(["filter", "seed"]).itertuples()])
+    finding.tables.append((
+        f"The paper's signature per run: the first check with retrieval within {regime.MARGIN:g} "
+        f"of chance while H(Z|X) is at least {regime.ENTROPY_RATIO:g} x its start (none: never), "
+        "the format validity there, and the extremes over the run", markdown_table(signatures)))
+    shares = regime.gradient_shares(study, runs)
+    if shares is not None:
+        finding.tables.append((
+            "The regulariser's share of the gradient, ||g_entropy|| / (||g_task|| + ||g_entropy||), "
+            "per reward-std bucket (q1 lowest; all = the whole batch), mean over runs and gradient "
+            "checks (PAPER.md section 3)", markdown_table(shares)))
     finding.figure = figures.seed_curves(study, runs, CURVES, figure_dir / "collapse_study_curves.png",
                                          chance=CHANCE)
     return finding

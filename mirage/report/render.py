@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from mirage.report import collapse
+from mirage.report import collapse, regime
 from mirage.report.findings import FINDINGS, SUCCESS, Finding
 from mirage.report.paired import BOOTSTRAP_SEED, CONFIDENCE, POWER, RESAMPLES, detectable_factor
 from mirage.report.results import STUDY, Study, read_study
@@ -30,9 +30,27 @@ def build_report(results: Path, out: Path, figure_dir: Path, notes: Path | None 
     readings = {str(key): text for key, text in (readings or {}).items()}
     design = _design(results, study) if len(study.runs) else f"The results hold no run of `{STUDY}`."
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(_markdown(findings, collapse_finding, readings, design, _reading(study),
-                             out, figure_dir))
+    text = _markdown(findings, collapse_finding, readings, design, _reading(study), out, figure_dir)
+    out.write_text(text + _calibration(regime.calibration_table(everything), readings))
     return findings + ([collapse_finding] if collapse_finding else [])
+
+
+CALIBRATION_TITLE = f"Finding the collapse regime (experiment `{regime.CALIBRATION}`)"
+
+
+def _calibration(table: pd.DataFrame | None, readings: dict) -> str:
+    """The calibration sweep's section: every cell it ran, with the reading of it."""
+    if table is None:
+        return ""
+    lines = [f"## {CALIBRATION_TITLE}", "",
+             "Every cell the calibration sweep ran, one seed each, all from one warm start: its "
+             "endpoints (mean of the last checks) and whether and when it showed the paper's "
+             "signature (first-turn retrieval within "
+             f"{regime.MARGIN:g} of chance while H(Z|X) stays at or above {regime.ENTROPY_RATIO:g} "
+             "x its start).", "", markdown_table(table), ""]
+    if "calibration" in readings:
+        lines += [readings["calibration"].strip(), ""]
+    return "\n".join(lines)
 
 
 def _reading(study: Study) -> str:

@@ -24,8 +24,9 @@ from mirage.core.store import RunStore
 
 STUDY = "reproduction"
 COLLAPSE = "collapse"
+CALIBRATION = "collapse_calibration"
 # the registry experiments `core report` reads; --from-store exports those present
-STUDY_EXPERIMENTS = (STUDY, COLLAPSE)
+STUDY_EXPERIMENTS = (STUDY, COLLAPSE, CALIBRATION)
 
 
 def export_study(source: Path, target: Path, experiments: Sequence[str] = (STUDY,)) -> dict[str, int]:

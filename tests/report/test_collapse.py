@@ -86,3 +86,22 @@ def test_report_exports_the_named_experiments_and_renders_the_collapse_section(s
     code, _, stderr = cli("report", "--from-store", store, "--experiment", "nothing",
                           "--results", results, "--out", out)
     assert code == 2 and "no finished run of experiment 'nothing'" in stderr
+
+
+def test_signature_finds_the_first_check_at_chance_with_entropy_held(tmp_path):
+    from mirage.report import regime
+
+    store = RunStore(tmp_path / "runs.duckdb")
+    store.create_run("r", _config({"name": "none"}, 0), [], None, experiment="collapse", seed=0)
+    # retrieval 0.9 -> 0.3 -> 0.15 -> 0.14 (chance 0.125); H(Z|X) 0.2 -> 0.1 -> 0.1 -> 0.3
+    for step, (acc, h, fmt) in enumerate([(0.9, 0.2, 1.0), (0.3, 0.1, 0.9), (0.15, 0.1, 0.8),
+                                           (0.14, 0.3, 0.7)]):
+        store.record_metrics("r", 5 * step, {
+            "mi/first_turn/retrieval_acc": acc, "mi/first_turn/retrieval_chance": 0.125,
+            "mi/first_turn/h_cond": h, "mi/first_turn/format_valid": fmt})
+    store.set_status("r", "finished")
+    export_study(tmp_path / "runs.duckdb", tmp_path / "results", ("collapse",))
+    found = regime.signature(read_study(tmp_path / "results"), "r")
+    # step 10 is at chance but H(Z|X) fell to half its start; step 15 has both
+    assert found["signature at"] == 15 and found["format valid there"] == 0.7
+    assert found["lowest retrieval"] == 0.14 and found["highest H(Z|X) / start"] == pytest.approx(1.5)
