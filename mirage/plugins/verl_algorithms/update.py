@@ -39,6 +39,8 @@ def mini_batches(permutation: list[int], size: int, count: int | None) -> list[l
     if count is None:
         return [permutation[start : start + size] for start in range(0, len(permutation), size)]
     count = min(count, len(permutation))
+    if count == 0:
+        return []
     bounds = [len(permutation) * k // count for k in range(count + 1)]
     return [permutation[low:high] for low, high in zip(bounds, bounds[1:])]
 
