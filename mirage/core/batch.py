@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from mirage.core.returns import episode_return, group_mean, group_variance
+
 
 @dataclass
 class Turn:
@@ -41,7 +43,8 @@ class Trajectory:
 
     @property
     def episode_return(self) -> float:
-        return sum(turn.reward for turn in self.turns)
+        """The sum of the turn rewards, correctly rounded (:func:`~mirage.core.returns.episode_return`)."""
+        return episode_return(turn.reward for turn in self.turns)
 
 
 @dataclass
@@ -61,19 +64,13 @@ class Group:
 
     @property
     def reward_mean(self) -> float:
-        r = self.returns
-        return sum(r) / len(r) if r else math.nan
+        return group_mean(self.returns)
 
     @property
     def reward_variance(self) -> float:
-        """RV(x): unbiased within-prompt variance of episode returns (PAPER.md section 4)."""
-        r = self.returns
-        if len(r) < 2:
-            return math.nan
-        if min(r) == max(r):
-            return 0.0  # exactly: the mean of equal floats can be off by an ulp
-        mean = sum(r) / len(r)
-        return sum((x - mean) ** 2 for x in r) / (len(r) - 1)
+        """RV(x): unbiased within-prompt variance of episode returns (PAPER.md section 4);
+        exactly 0 when the returns are equal within :data:`~mirage.core.returns.RETURN_TOLERANCE`."""
+        return group_variance(self.returns)
 
     @property
     def reward_std(self) -> float:
@@ -133,7 +130,7 @@ class Batch:
 
     def mean_return(self) -> float:
         trajs = self.trajectories
-        return sum(t.episode_return for t in trajs) / len(trajs) if trajs else math.nan
+        return math.fsum(t.episode_return for t in trajs) / len(trajs) if trajs else math.nan
 
 
 def make_batch(

@@ -105,6 +105,7 @@ class FilterConfig(_Section):
 
 
 LossAggMode = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "token-sum"]
+GroupStatistics = Literal["exact", "verl"]
 
 # What each built-in algorithm sets (PAPER.md section 6; docs/algorithms.md). A setting
 # left None in the config takes its algorithm's value here, then the generic default
@@ -146,6 +147,11 @@ class AlgorithmConfig(_Section):
     mini_batch_size: int = Field(
         32, ge=1, description="trajectories per optimizer step (the reference's ppo_mini_batch_size)"
     )
+    mini_batches: int | None = Field(
+        None, ge=1, description="optimizer steps per epoch: split the kept trajectories into this "
+        "many near-equal mini-batches, so a filtered and an unfiltered arm take the same number "
+        "of steps (None: mini_batch_size trajectories per step)",
+    )
     epochs: int = Field(1, ge=1, description="passes over the kept trajectories per iteration")
     micro_batch_size: int = Field(128, ge=1, description="turn rows per forward/backward")
     # ---- advantage estimator and loss (resolved per algorithm)
@@ -154,6 +160,11 @@ class AlgorithmConfig(_Section):
     )
     norm_adv_by_std: bool | None = Field(
         None, description="grpo estimator: divide by the group's reward std (False: Dr. GRPO)"
+    )
+    group_statistics: GroupStatistics = Field(
+        "exact", description="grpo estimator: exact (float64, equal returns give advantage "
+        "exactly 0, the paper's formula) or verl (veRL's float32 estimator, to reproduce the "
+        "reference code, docs/diagnostics.md)",
     )
     loss_agg_mode: LossAggMode | None = Field(
         None, description="veRL loss aggregation, with a whole trajectory as the sequence"

@@ -27,7 +27,7 @@ METRICS_DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 SHARED = {
     "lr": 5e-5, "entropy_coef": 0.001, "kl_coef": 0.0, "kl_penalty": "low_var_kl",
     "max_grad_norm": 1.0, "mini_batch_size": 32, "epochs": 1, "micro_batch_size": 128,
-    "clip_ratio_low": 0.2, "clip_ratio_c": 3.0,
+    "clip_ratio_low": 0.2, "clip_ratio_c": 3.0, "mini_batches": None, "group_statistics": "exact",
 }
 NO_CRITIC = {"gamma": None, "lam": None, "critic_lr": None, "value_clip": None}
 NO_DAPO = {"dynamic_sampling": False, "extra_rollout_rounds": None, "overlong_penalty": None,

@@ -29,18 +29,20 @@ def _trajectory(prompt: int, ret: float) -> Trajectory:
 # --------------------------------------------------------------------------- outcome advantages
 
 
-def test_grpo_advantage_is_group_normalised():
+@pytest.mark.parametrize("statistics", ["exact", "verl"])
+def test_grpo_advantage_is_group_normalised(statistics):
     # MEASURED.md: rewards [1,0,1,0 | 0,0,1,1] give +-0.866 (std-normalised, unbiased std).
     returns = [1, 0, 1, 0, 0, 0, 1, 1]
-    advantages = group_advantages(returns, [i // 4 for i in range(8)], norm_by_std=True).tolist()
+    advantages = group_advantages(returns, [i // 4 for i in range(8)], True, statistics).tolist()
     std = math.sqrt(sum((r - 0.5) ** 2 for r in [1, 0, 1, 0]) / 3)
     expected = [(r - 0.5) / (std + 1e-6) for r in returns]
     assert advantages == pytest.approx(expected, abs=1e-5)
     assert abs(advantages[0]) == pytest.approx(0.866, abs=1e-3)
 
 
-def test_dr_grpo_advantage_has_no_std():
-    advantages = group_advantages([1, 0, 1, 0, 3, 1], [0, 0, 0, 0, 1, 1], norm_by_std=False)
+@pytest.mark.parametrize("statistics", ["exact", "verl"])
+def test_dr_grpo_advantage_has_no_std(statistics):
+    advantages = group_advantages([1, 0, 1, 0, 3, 1], [0, 0, 0, 0, 1, 1], False, statistics)
     assert advantages.tolist() == pytest.approx([0.5, -0.5, 0.5, -0.5, 1.0, -1.0])
 
 

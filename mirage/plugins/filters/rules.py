@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Literal, Sequence
 
+from mirage.core.returns import returns_equal
+
 Keep = Literal["largest", "smallest"]
 
 # Relative slack so that a mass equal to rho * total in exact arithmetic counts as
@@ -103,16 +105,12 @@ def trajectory_indices(returns: Sequence[float], rho: float, keep: Keep = "large
     trajectories still have reward variance (at least 2 of them) and their group-relative
     advantages are not all zero. A group without variance keeps all its trajectories.
     """
-    if not returns:
-        return []
+    if returns_equal(list(returns)):  # no variance (float dust included): keep them all
+        return list(range(len(returns)))
     mean = math.fsum(returns) / len(returns)
-    # Equal returns can leave float dust around their mean; it is no variance.
-    dust = 1e-12 * max(1.0, max(abs(r) for r in returns))
-    deviations = [0.0 if abs(r - mean) <= dust else r - mean for r in returns]
+    deviations = [r - mean for r in returns]
     squared = [d * d for d in deviations]
     kept = top_p_indices(squared, rho, include_zero=True, keep=keep)
-    if sum(squared) <= 0:
-        return kept
     order = ranking(squared, keep)
     for side in (1.0, -1.0):
         if not any(deviations[i] * side > 0 for i in kept):

@@ -26,7 +26,9 @@ class TrajectoryFilter:
                    for i, g in enumerate(batch.groups)}
         metrics = selection_metrics(batch, group_scores(batch, self.config.score), kept, samples)
         # The mass this filter selects by: squared deviations from each group's mean.
-        squared = [[(r - g.reward_mean) ** 2 for r in g.returns] for g in batch.groups]
+        # A zero-variance group (returns equal within tolerance) has no mass, not dust.
+        squared = [[0.0 if g.reward_variance == 0 else (r - g.reward_mean) ** 2 for r in g.returns]
+                   for g in batch.groups]
         total = sum(map(sum, squared))
         kept_mass = sum(squared[i][k] for i, ks in samples.items() for k in ks)
         metrics["filter/kept_score_mass"] = kept_mass / total if total > 0 else 0.0

@@ -19,6 +19,7 @@ import numpy as np
 
 from mirage.core.batch import Batch, Group, Trajectory, make_batch
 from mirage.core.config import AlgorithmConfig, RunConfig
+from mirage.core.returns import returns_equal
 
 
 def overlong_penalty(length: int, max_new_tokens: int, buffer: int, penalty: float) -> float:
@@ -49,9 +50,9 @@ def turn_rewards(trajectories: list[Trajectory], settings: AlgorithmConfig,
 
 
 def has_signal(group: Group) -> bool:
-    """Do the group's kept trajectories differ in return (non-zero group advantage)?"""
-    returns = [t.episode_return for t in group.kept_trajectories()]
-    return len(set(returns)) > 1
+    """Do the group's kept trajectories differ in return (non-zero group advantage)?
+    Returns equal within :func:`~mirage.core.returns.returns_equal` do not."""
+    return not returns_equal([t.episode_return for t in group.kept_trajectories()])
 
 
 def dynamic_sampling(run, batch: Batch, config: RunConfig) -> tuple[list[Group], dict[str, float]]:

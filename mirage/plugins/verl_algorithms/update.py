@@ -17,16 +17,32 @@ import torch
 
 from mirage.core.batch import Batch, Group, Trajectory
 from mirage.core.config import RunConfig
+from mirage.core.returns import episode_return
 from mirage.plugins.verl_algorithms.common import (
     Row, actor_loss, core_algos, critic_loss, pad, token_weights,
 )
 from mirage.plugins.verl_algorithms.dapo import dynamic_sampling, turn_rewards
-from mirage.plugins.verl_algorithms.outcome import outcome_rows
+from mirage.plugins.verl_algorithms.outcome import outcome_rows, verl_zero_variance_mass
 from mirage.plugins.verl_algorithms.ppo import gae_rows
 
 if TYPE_CHECKING:
     from mirage.core.backend import Backend
     from mirage.core.session import RunSession
+
+
+def mini_batches(permutation: list[int], size: int, count: int | None) -> list[list[int]]:
+    """``permutation`` cut into consecutive mini-batches: of ``size`` trajectories each
+    (the last may be smaller) when ``count`` is None, else exactly ``count`` of near-equal
+    sizes (fewer only when there are fewer trajectories), so the number of optimizer
+    steps does not depend on how many trajectories a filter kept
+    (``AlgorithmConfig.mini_batches``)."""
+    if count is None:
+        return [permutation[start : start + size] for start in range(0, len(permutation), size)]
+    count = min(count, len(permutation))
+    if count == 0:
+        return []
+    bounds = [len(permutation) * k // count for k in range(count + 1)]
+    return [permutation[low:high] for low, high in zip(bounds, bounds[1:])]
 
 
 class PolicyGradient:
@@ -76,8 +92,7 @@ class PolicyGradient:
         steps = 0
         for _ in range(algo.epochs):
             permutation = torch.randperm(len(trajectories), generator=order).tolist()
-            for start in range(0, len(permutation), algo.mini_batch_size):
-                chosen = permutation[start : start + algo.mini_batch_size]
+            for chosen in mini_batches(permutation, algo.mini_batch_size, algo.mini_batches):
                 weights = token_weights(
                     [[len(turn.response_ids) for turn in trajectories[i].turns] for i in chosen],
                     algo.loss_agg_mode,
@@ -90,6 +105,9 @@ class PolicyGradient:
         metrics["update/optimizer_steps"] = float(steps)
         per_trajectory = [torch.cat([r.advantages for r in turns]).abs().mean() for turns in rows if turns]
         metrics["update/advantage_abs_mean"] = float(torch.stack(per_trajectory).mean()) if per_trajectory else 0.0
+        if algo.adv_estimator == "grpo":  # what the reference's float32 estimator adds
+            metrics["update/verl_zero_variance_advantage_mass"] = scale * verl_zero_variance_mass(
+                [episode_return(r) for r in rewards], index, algo.norm_adv_by_std)
         return metrics
 
     def rows(self, run: "RunSession", trajectories: list[Trajectory], groups: list[int],
