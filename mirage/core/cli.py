@@ -295,8 +295,8 @@ def report(
     out: Path = typer.Option(Path("docs/reproduction.md"), help="the report to write"),
     figures: Path = typer.Option(Path("docs/img/reproduction"), help="folder for its figures"),
     notes: Path = typer.Option(Path("results/reproduction.notes.yaml"), help="the researcher's reading of each verdict"),
-    from_store: Optional[Path] = typer.Option(None, help="first export the finished runs of the --experiment experiments from this store into --results"),
-    experiment: Optional[list[str]] = typer.Option(None, help="with --from-store: a registry experiment to export (repeatable; default: every study experiment the report reads, 'reproduction' and 'collapse', those present)"),
+    from_store: Optional[list[Path]] = typer.Option(None, help="first export the finished runs of the --experiment experiments from this store into --results (repeatable: several stores are merged)"),
+    experiment: Optional[list[str]] = typer.Option(None, help="with --from-store: a registry experiment to export (repeatable; default: every study experiment the report reads, 'reproduction', 'collapse' and 'collapse_calibration', those present)"),
     restore: Optional[Path] = typer.Option(None, help="only rebuild a run store at this new path from --results (for `core app --db`)"),
 ) -> None:
     """Render docs/reproduction.md (tables, figures, verdicts) from the committed study results."""
@@ -310,9 +310,10 @@ def report(
             _fail(str(error))
         typer.echo(f"restored {results} into {restore}")
         return
-    if from_store is not None:
-        if not from_store.exists():
-            _fail(f"store {from_store} does not exist")
+    if from_store:
+        for store in from_store:
+            if not store.exists():
+                _fail(f"store {store} does not exist")
         try:
             counts = export_study(from_store, results, experiment or STUDY_EXPERIMENTS)
         except ValueError as error:

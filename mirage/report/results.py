@@ -29,18 +29,21 @@ CALIBRATION = "collapse_calibration"
 STUDY_EXPERIMENTS = (STUDY, COLLAPSE, CALIBRATION)
 
 
-def export_study(source: Path, target: Path, experiments: Sequence[str] = (STUDY,)) -> dict[str, int]:
-    """Write the finished runs of each of ``experiments`` in the store ``source`` to the
-    folder ``target`` (replaced) as Parquet plus DuckDB's schema/load scripts; return the
-    run count per experiment (0 for one the store lacks). Raises ValueError when the store
-    has no finished run of any of them."""
+def export_study(source: Path | Sequence[Path], target: Path,
+                 experiments: Sequence[str] = (STUDY,)) -> dict[str, int]:
+    """Write the finished runs of each of ``experiments`` in the store ``source`` (or in
+    each of several stores) to the folder ``target`` (replaced) as Parquet plus DuckDB's
+    schema/load scripts; return the run count per experiment (0 for one no store holds).
+    Raises ValueError when no store has a finished run of any of them."""
+    sources = [source] if isinstance(source, Path) else list(source)
     with tempfile.TemporaryDirectory() as scratch:
         compact = Path(scratch) / "study.duckdb"
         store = RunStore(compact)
-        counts = {name: len(store.import_runs(source, experiment=name)) for name in experiments}
+        counts = {name: sum(len(store.import_runs(path, experiment=name)) for path in sources)
+                  for name in experiments}
         if not any(counts.values()):
-            raise ValueError(f"{source} has no finished run of experiment "
-                             + " or ".join(repr(name) for name in experiments))
+            raise ValueError(", ".join(str(path) for path in sources) + " hold no finished run "
+                             "of experiment " + " or ".join(repr(name) for name in experiments))
         if target.exists():
             shutil.rmtree(target)
         target.parent.mkdir(parents=True, exist_ok=True)

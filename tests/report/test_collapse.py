@@ -105,3 +105,27 @@ def test_signature_finds_the_first_check_at_chance_with_entropy_held(tmp_path):
     # step 10 is at chance but H(Z|X) fell to half its start; step 15 has both
     assert found["signature at"] == 15 and found["format valid there"] == 0.7
     assert found["lowest retrieval"] == 0.14 and found["highest H(Z|X) / start"] == pytest.approx(1.5)
+
+
+def test_export_merges_several_stores_and_lists_every_calibration_cell(store, tmp_path):
+    from mirage.report import regime
+
+    other = RunStore(tmp_path / "calibration.duckdb")
+    for coef in (0.1, 0.3):
+        config = _config({"name": "none"}, 0)
+        config["algorithm"]["entropy_coef"] = coef
+        other.create_run(f"cal-{coef}", config, [], None, experiment="collapse_calibration", seed=0)
+        for step in STEPS:
+            other.record_metrics(f"cal-{coef}", step, {
+                "mi/first_turn/retrieval_acc": 0.9 - coef * step / 10,
+                "mi/first_turn/retrieval_chance": 0.125, "mi/first_turn/h_cond": 0.2 + coef * step,
+                "mi/first_turn/format_valid": 1.0, "val/success": 0.7})
+        other.set_status(f"cal-{coef}", "finished")
+    counts = export_study([store, tmp_path / "calibration.duckdb"], tmp_path / "results",
+                          ("collapse", "collapse_calibration"))
+    assert counts == {"collapse": 6, "collapse_calibration": 2}
+    table = regime.calibration_table(read_study(tmp_path / "results"))
+    assert list(table["entropy coef"]) == [0.1, 0.3]
+    # 0.3: retrieval 0.9 - 0.6 = 0.3 at step 20, never within 0.05 of chance; 0.1 neither
+    assert table["signature at"].isna().all()
+    assert table["lowest retrieval"].tolist() == pytest.approx([0.7, 0.3])
