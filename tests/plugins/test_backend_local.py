@@ -68,7 +68,7 @@ def test_cached_tokenizer_encodes_like_the_built_one(built_and_cached, index):
 
 def test_built_tokenizer_round_trips_protocol_text(built_and_cached):
     (_, built, _), _ = built_and_cached
-    text = format_response("the goal is down .", ["Down", "Right"])
+    text = format_response("Goal at row 3 col 2 .", ["Down", "Right"])  # words every prompt has
     ids = built.encode(text, add_special_tokens=False)
     assert built.unk_token_id not in ids
     assert built.decode(ids, skip_special_tokens=True) == text
