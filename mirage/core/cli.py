@@ -165,8 +165,8 @@ def run(
             ("--config", config_file), ("--experiment", experiment), ("--registry", registry),
         ) if value is not None] + (["--env-opt"] if env_opt else [])
         if given:
-            _fail(f"--resume continues the stored config; {', '.join(given)} cannot be changed "
-                  "(only --steps, to extend it)")
+            _fail(f"--resume {resume!r} continues the stored config; {', '.join(given)} cannot "
+                  "be changed (only --steps, to extend it)")
     data = _start_data(experiment, registry, config_file)
     _set_options(data, [
         ("env.name", env), ("filter.name", filter), ("filter.rho", rho), ("filter.mode", filter_mode),
