@@ -319,10 +319,15 @@ def serve(
     PREFECT_API_URL names one."""
     from mirage.core.experiments import default_registry_path
     from mirage.flows.runners import RUNNERS
+    from mirage.flows.runners import check_width
     from mirage.flows.serve import serve_registry
 
     if runner not in RUNNERS:
         _fail(f"unknown runner {runner!r}; valid: {', '.join(RUNNERS)}")
+    try:
+        check_width(width)
+    except ConfigError as error:
+        _fail(str(error))
     defaults = {
         "db": str((db or default_db_path()).resolve()),
         "registry": str((registry or default_registry_path()).resolve()),

@@ -93,6 +93,7 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
     "sweep registry not UTF-8": (["sweep", "rho", "--registry", "{tmp}/latin1.yaml"], ["registry", "not UTF-8"]),
     "sweep registry missing": (["sweep", "rho", "--registry", "{tmp}/nope.yaml"], ["does not exist"]),
     "sweep db is a directory": (["sweep", "rho", "--db", "{tmp}"], ["--db", "is a directory"]),
+    "serve width 0": (["serve", "--width", "0"], ["--width 0", "1..64"]),
     "experiments registry empty axis": (["experiments", "--registry", "{tmp}/empty_axis.yaml"],
                                         ["grid axis 'filter.rho' has no values"]),
     "preflight seed -1": (["preflight", "--seed", "-1"], ["seed", "got -1"]),
