@@ -3,7 +3,8 @@
 DuckDB lets one process write a database file while no other process holds it, and a
 reader in another process blocks the writer too. The app therefore never keeps the file
 open: every query opens it read-only, runs, and closes it at once, retrying with a short
-backoff while a writer (a run, a sweep loading results) holds the lock. The app never
+backoff while a writer (a run, a sweep loading results) holds the lock, and holding off
+while a writer waits for it (the writer always wins: mirage/core/store.py). The app never
 creates or changes the file. Queries take their values as parameters, never in the SQL text.
 """
 
@@ -16,13 +17,13 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from mirage.core.store import connect_with_retry
+from mirage.core.store import READ_LOCK_TIMEOUT, connect_with_retry
 
 
 class StoreReader:
     """Parameterised read-only queries on one DuckDB run store."""
 
-    def __init__(self, path: str | Path, *, lock_timeout: float = 10.0) -> None:
+    def __init__(self, path: str | Path, *, lock_timeout: float = READ_LOCK_TIMEOUT) -> None:
         self.path = Path(path)
         self.lock_timeout = lock_timeout
         self._tables: frozenset[str] | None = None

@@ -11,6 +11,7 @@ import typer
 
 from mirage.core.config import RunConfig
 from mirage.core.experiments import load_registry
+from mirage.core.paths import check_model_path, check_store_path, read_text_file
 from mirage.core.store import default_db_path
 from mirage.core.validate import ConfigError, build_config
 
@@ -41,10 +42,8 @@ def _pairs(pairs: list[str], flag: str, form: str = "PATH=VALUE") -> dict[str, A
 def _read_config_file(path: Path) -> dict[str, Any]:
     import yaml
 
-    if not path.is_file():
-        raise ConfigError(f"--config file {str(path)!r} does not exist")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(read_text_file(path, "--config")) or {}
     except yaml.YAMLError as error:
         raise ConfigError(f"--config {path}: not valid YAML ({str(error).splitlines()[0]})") from None
     if not isinstance(data, dict):
@@ -86,6 +85,17 @@ def _start_data(experiment: Optional[str], registry: Optional[Path],
     return data
 
 
+def _check_paths(db: Optional[Path], model: Optional[str]) -> None:
+    """Refuse a bad --db or --model before anything is loaded (one line, exit 2)."""
+    try:
+        if db is not None:
+            check_store_path(db)
+        if model is not None:
+            check_model_path(model)
+    except ConfigError as error:
+        _fail(str(error))
+
+
 def _set_options(data: dict[str, Any], pairs: list[tuple[str, Any]], env_opt: list[str]) -> None:
     for path, value in pairs:
         _set(data, path, value)
@@ -122,7 +132,9 @@ def run(
     seed: Optional[int] = typer.Option(None, help=f"run seed [default: {_D.seed}]"),
     model: Optional[str] = typer.Option(None, help="HF checkpoint dir or hub id [default: tiny warm-started model]"),
     db: Optional[Path] = typer.Option(None, help="DuckDB run store [default: $MIRAGE_DB or runs/mirage.duckdb]"),
-    resume: Optional[str] = typer.Option(None, help="continue RUN_ID from its last checkpoint"),
+    resume: Optional[str] = typer.Option(
+        None, help="continue RUN_ID (not finished) from its last checkpoint; with --steps N "
+        "above its steps, extend a finished run to N steps"),
     prompts: Optional[int] = typer.Option(None, help=f"P, prompts per iteration [default: {_D.rollout.prompts}]"),
     group_size: Optional[int] = typer.Option(None, help=f"G, rollouts per prompt [default: {_D.rollout.group_size}]"),
     lr: Optional[float] = typer.Option(None, help=f"learning rate [default: {_D.algorithm.lr}]"),
@@ -139,6 +151,22 @@ def run(
     """Run rollout -> score -> diagnose -> filter -> update for --steps iterations."""
     from mirage.core.loop import FilterError, RunStopped, execute
 
+    target = db if db is not None else default_db_path()
+    _check_paths(target, model)
+    if resume is not None:
+        given = [name for name, value in (
+            ("--env", env), ("--filter", filter), ("--rho", rho), ("--filter-mode", filter_mode),
+            ("--filter-score", filter_score), ("--keep", keep), ("--include-zero", include_zero),
+            ("--loss-scaling", loss_scaling), ("--step-size-matching", step_size_matching),
+            ("--max-empty-steps", max_empty_steps), ("--algo", algo), ("--seed", seed),
+            ("--model", model), ("--prompts", prompts), ("--group-size", group_size),
+            ("--lr", lr), ("--entropy-coef", entropy_coef), ("--kl-coef", kl_coef),
+            ("--val-every", val_every), ("--val-episodes", val_episodes),
+            ("--config", config_file), ("--experiment", experiment), ("--registry", registry),
+        ) if value is not None] + (["--env-opt"] if env_opt else [])
+        if given:
+            _fail(f"--resume {resume!r} continues the stored config; {', '.join(given)} cannot "
+                  "be changed (only --steps, to extend it)")
     data = _start_data(experiment, registry, config_file)
     _set_options(data, [
         ("env.name", env), ("filter.name", filter), ("filter.rho", rho), ("filter.mode", filter_mode),
@@ -150,10 +178,10 @@ def run(
         ("algorithm.kl_coef", kl_coef), ("validation.every", val_every),
         ("validation.episodes", val_episodes),
     ], env_opt)
-    target = db or default_db_path()
     try:
         config = None if resume else build_config(data)
-        run_id = execute(config, target, resume=resume, progress=not quiet)
+        run_id = execute(config, target, resume=resume, progress=not quiet,
+                         extend_to=steps if resume else None)
     except ConfigError as error:
         _fail(str(error))
     except RunStopped as error:
@@ -181,6 +209,7 @@ def preflight(
     share of zero-variance prompts and the verdict of PAPER.md section 4's predictor."""
     from mirage.core.preflight import run_preflight
 
+    _check_paths(None, model)
     data = _start_data(None, None, config_file)
     _set_options(data, [
         ("env.name", env), ("seed", seed), ("model.path", model), ("rollout.prompts", prompts),
@@ -223,7 +252,7 @@ def sweep(
     seeds: Optional[str] = typer.Option(None, help="replicate seeds, comma-separated [default: the experiment's]"),
     preset: Optional[str] = typer.Option(None, help="shrink every cell: tiny"),
     force: bool = typer.Option(False, help="recompute cells that already ran"),
-    width: int = typer.Option(2, help="cells at once"),
+    width: int = typer.Option(2, help="cells at once (1-64)"),
     runner: str = typer.Option("process", help=_RUNNER_HELP),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster address [default: a local Ray]"),
     db: Optional[Path] = typer.Option(None, help="DuckDB run store [default: $MIRAGE_DB or runs/mirage.duckdb]"),
@@ -235,8 +264,16 @@ def sweep(
     from mirage.flows.cells import plan_cells
     from mirage.flows.runners import RUNNERS
 
+    from mirage.flows.runners import check_width
+    from mirage.flows.supervise import SUPERVISED, supervise, watch_parent
+
     if runner not in RUNNERS:
         _fail(f"unknown runner {runner!r}; valid: {', '.join(RUNNERS)}")
+    try:
+        check_width(width)
+    except ConfigError as error:
+        _fail(str(error))
+    _check_paths(db if db is not None else default_db_path(), None)
     axes, settings = _pairs(grid, "--grid"), _pairs(set_, "--set")
     try:
         seed_list = None if seeds is None else [int(s) for s in seeds.split(",")]
@@ -246,6 +283,16 @@ def sweep(
         plan_cells(experiment, registry, grid=axes, settings=settings, seeds=seed_list, preset=preset)
     except ConfigError as error:
         _fail(str(error))
+    if not os.environ.get(SUPERVISED):
+        # The flow runs in a child process group this process owns: however this process
+        # ends (a signal, or SIGKILL via the child's watchdog), the group ends with it.
+        argv = ["sweep", experiment, "--width", str(width), "--runner", runner]
+        argv += [a for pair in grid for a in ("--grid", pair)] + [a for pair in set_ for a in ("--set", pair)]
+        for flag, value in (("--seeds", seeds), ("--preset", preset), ("--ray-address", ray_address),
+                            ("--db", db), ("--registry", registry)):
+            argv += [flag, str(value)] if value is not None else []
+        raise typer.Exit(supervise(argv + (["--force"] if force else [])))
+    watch_parent(int(os.environ[SUPERVISED]))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     from mirage.flows.sweep import sweep as sweep_flow
 
@@ -272,10 +319,15 @@ def serve(
     PREFECT_API_URL names one."""
     from mirage.core.experiments import default_registry_path
     from mirage.flows.runners import RUNNERS
+    from mirage.flows.runners import check_width
     from mirage.flows.serve import serve_registry
 
     if runner not in RUNNERS:
         _fail(f"unknown runner {runner!r}; valid: {', '.join(RUNNERS)}")
+    try:
+        check_width(width)
+    except ConfigError as error:
+        _fail(str(error))
     defaults = {
         "db": str((db or default_db_path()).resolve()),
         "registry": str((registry or default_registry_path()).resolve()),

@@ -15,8 +15,24 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
+# Bounds on inputs, checked before any work (issue 22). Seeds feed numpy's SeedSequence
+# and DuckDB BIGINT columns, which take unsigned 32-bit seeds safely.
+MAX_SEED = 2**32 - 1
+# Trajectories in one batch (P x G for training, episodes for validation): every one is
+# held in memory with all its turns until the update, and rollout time grows linearly
+# with the count, so far larger values only hang the run.
+MAX_BATCH_TRAJECTORIES = 65_536
+# Tokens a turn may generate: contexts grow by this each turn and the whole trajectory is
+# re-scored in one forward pass per micro-batch.
+MAX_NEW_TOKENS = 32_768
+# Steps are stored in 32-bit INTEGER columns.
+MAX_STEPS = 2**31 - 1
+
+
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # allow_inf_nan=False: an inf/NaN learning rate or penalty fails mid-run inside
+    # sampling ("probability tensor contains inf/nan"); refuse it up front instead.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class EnvConfig(_Section):
@@ -52,7 +68,7 @@ class RolloutConfig(_Section):
         0.0, ge=0, lt=1, description="min-p sampling for training rollouts: drop tokens below "
         "min_p times the top token's probability (0: off)"
     )
-    max_new_tokens: int = Field(40, ge=1)
+    max_new_tokens: int = Field(40, ge=1, le=MAX_NEW_TOKENS)
     stored_trajectories: int = Field(
         4, ge=0, description="sampled trajectories per step whose turns (prompt, reasoning, "
         "action, reward) go to the store's rollouts table for the app's rollout browser, "
@@ -261,10 +277,10 @@ class ValidationConfig(_Section):
     """Fixed seeded validation set, evaluated every ``every`` iterations."""
 
     every: int = Field(10, ge=1)
-    episodes: int = Field(256, ge=1)
+    episodes: int = Field(256, ge=1, le=MAX_BATCH_TRAJECTORIES)
     temperature: float = Field(0.5, gt=0)
     greedy: bool = True
-    seed: int = 1_000_003
+    seed: int = Field(1_000_003, ge=0, le=MAX_SEED)
 
 
 MIScope = Literal["first_turn", "trajectory"]
@@ -320,10 +336,21 @@ class RunConfig(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
     diagnostics: DiagnosticsConfig = Field(default_factory=DiagnosticsConfig)
-    steps: int = Field(40, ge=1, description="rollout-update iterations")
-    seed: int = 0
+    steps: int = Field(40, ge=1, le=MAX_STEPS, description="rollout-update iterations")
+    seed: int = Field(0, ge=0, le=MAX_SEED)
     checkpoint_every: int = Field(5, ge=1)
     threads: int = Field(2, ge=1, description="torch CPU threads")
+
+    @model_validator(mode="after")
+    def _batch_fits(self) -> "RunConfig":
+        trajectories = self.rollout.prompts * self.rollout.group_size
+        if trajectories > MAX_BATCH_TRAJECTORIES:
+            raise ValueError(
+                f"rollout.prompts x rollout.group_size = {trajectories} trajectories per "
+                f"iteration exceeds {MAX_BATCH_TRAJECTORIES}: every one is held in memory "
+                "until the update and rollout time grows with the count"
+            )
+        return self
 
     @model_validator(mode="after")
     def _resolve_prompt(self) -> "RunConfig":

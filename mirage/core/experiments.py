@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mirage.core.config import RunConfig
+from mirage.core.config import MAX_SEED, RunConfig
+from mirage.core.paths import read_text_file
 from mirage.core.validate import ConfigError, build_config, one_line, validate_config
 
 
@@ -35,6 +36,25 @@ class Experiment(BaseModel):
     variants: list[dict[str, Any]] = Field(default_factory=list)
     seeds: list[int] = Field(default_factory=lambda: [0])
     scale_up: str = Field("", description="how to run it at the paper's size")
+
+    @field_validator("grid")
+    @classmethod
+    def _axes_have_values(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        # An empty axis makes a grid of 0 cells: a sweep would "complete" doing nothing.
+        for axis, values in grid.items():
+            if not values:
+                raise ValueError(f"grid axis {axis!r} has no values")
+        return grid
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds_in_range(cls, seeds: list[int]) -> list[int]:
+        if not seeds:
+            raise ValueError("seeds is empty: an experiment needs at least one seed")
+        for seed in seeds:
+            if not 0 <= seed <= MAX_SEED:
+                raise ValueError(f"seed {seed} is outside 0..{MAX_SEED}")
+        return seeds
 
     def cells(self) -> list[tuple[dict[str, Any], RunConfig]]:
         """(point, config) for every variant, grid point and seed; ``point`` maps dotted
@@ -116,9 +136,7 @@ def load_registry(path: Path | None = None) -> dict[str, Experiment]:
     """Parse and validate every experiment; raise ConfigError naming what is wrong."""
     path = path or default_registry_path()
     try:
-        raw = yaml.safe_load(Path(path).read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"registry file {str(path)!r} does not exist") from None
+        raw = yaml.safe_load(read_text_file(Path(path), "registry"))
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML ({str(error).splitlines()[0]})") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("experiments"), dict):

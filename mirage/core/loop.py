@@ -239,17 +239,15 @@ def execute(
     on_step: Callable[[int, dict[str, float]], None] | None = None,
     experiment: str | None = None,
     cell: str | None = None,
+    extend_to: int | None = None,
 ) -> str:
     """Validate, then run (or resume) a whole run; return its id. ``experiment`` and
-    ``cell`` label a run of a registry grid (a sweep) in the ``runs`` table."""
+    ``cell`` label a run of a registry grid (a sweep) in the ``runs`` table. A resume
+    follows :func:`plan_resume`'s rules; ``extend_to`` raises a resumed run's steps."""
     plugins = plugins or build_plugins()
+    resume_from = 0
     if resume:
-        if not Path(db).exists():
-            raise ConfigError(f"--resume: no run store at {db}")
-        row = RunStore(db).get_run(resume)
-        if row is None:
-            raise ConfigError(f"--resume: no run {resume!r} in {db}")
-        config = RunConfig.model_validate(row["config"])
+        config, resume_from = plan_resume(Path(db), resume, extend_to)
     assert config is not None
     env_options = validate_config(config, plugins)
     store = RunStore(db)  # only after validation: a rejected run writes nothing
@@ -261,9 +259,11 @@ def execute(
     start = 0
     if resume:
         start = _restore(session, root)
-        store.truncate_after(run_id, start)
-        store.set_status(run_id, "running")
-        store.record_event(run_id, start, "resumed", f"resumed from checkpoint at step {start}")
+        if start != resume_from:
+            raise ConfigError(f"--resume: the checkpoint of step {resume_from} in {root} went away")
+        extended = config.model_dump(mode="json") if extend_to is not None else None
+        store.resume_run(run_id, start, f"resumed from checkpoint at step {start}"
+                         + (f", extended to {config.steps} steps" if extended else ""), extended)
     else:
         store.create_run(run_id, config.model_dump(mode="json"), plugins.records(), git_commit(),
                          experiment=experiment, cell=cell, seed=config.seed)
@@ -331,6 +331,49 @@ def _checkpoint(run: RunSession, root: Path, step: int) -> None:
     for old in root.glob("step-*"):
         if old != target:
             shutil.rmtree(old, ignore_errors=True)
+
+
+def latest_checkpoint(root: Path) -> int | None:
+    """The step of the newest whole checkpoint under ``root``, or None."""
+    found = sorted(root.glob("step-*"))
+    return int(found[-1].name.removeprefix("step-")) if found else None
+
+
+def plan_resume(db: Path, run_id: str, extend_to: int | None) -> tuple[RunConfig, int]:
+    """The config to resume ``run_id`` with and the step it restarts from; ConfigError
+    (nothing written) when the resume would lose results:
+
+    - a finished run is complete: resuming it is refused unless ``extend_to`` asks for
+      more steps than it has, and its final checkpoint is there to continue from;
+    - a resume only deletes steps it can recompute: those after its newest checkpoint
+      (step 0, the starting policy, counts as one). Steps that a missing checkpoint
+      covered (a run loaded from a sweep cell keeps its checkpoints in the cell's folder,
+      not beside the store) are never deleted: the resume is refused, naming the path.
+    """
+    if not db.exists():
+        raise ConfigError(f"--resume: no run store at {db}")
+    store = RunStore(db)
+    row = store.get_run(run_id)
+    if row is None:
+        raise ConfigError(f"--resume: no run {run_id!r} in {db}")
+    config = RunConfig.model_validate(row["config"])
+    last = row["last_step"] or 0
+    root = checkpoint_root(store, run_id)
+    latest = latest_checkpoint(root) or 0
+    if extend_to is not None and extend_to <= config.steps:
+        raise ConfigError(f"--resume {run_id}: --steps {extend_to} does not extend its {config.steps} steps")
+    if row["status"] == "finished" and extend_to is None:
+        raise ConfigError(f"run {run_id} is finished (steps 0-{last}); nothing to resume "
+                          f"(to add steps: --resume {run_id} --steps N with N > {config.steps})")
+    needed = last if row["status"] == "finished" else last - config.checkpoint_every
+    if latest < needed:
+        raise ConfigError(
+            f"--resume {run_id}: no checkpoint at step {max(needed, 1)} or later in {root} "
+            f"(newest: {latest or 'none'}); resuming would delete steps {latest + 1}-{last}, "
+            "which it cannot recompute")
+    if extend_to is not None:
+        config.steps = extend_to
+    return config, latest
 
 
 def _restore(run: RunSession, root: Path) -> int:

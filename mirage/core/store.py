@@ -5,7 +5,15 @@ DuckDB lets only one process hold a database file at a time (a writer blocks rea
 other processes and vice versa), so the store never keeps a connection open: each public
 method opens a short-lived connection, does its work in one transaction and closes it.
 Opening retries with a short backoff while another process holds the lock, and gives up
-with ``StoreBusyError`` after ``lock_timeout`` seconds. Timestamps are stored as naive
+with ``StoreBusyError`` after ``lock_timeout`` seconds.
+
+The writer always wins (issue 22): DuckDB's file lock has no queue, so readers that loop
+(the app, a report) could take the lock between every retry of a writer and starve it.
+A waiting writer therefore keeps a marker file (``<store>.writer-waiting``) fresh; a
+reader does not open the file while a fresh marker exists, so the writer gets the file
+as soon as the current readers' queries end. A writer also waits longer
+(``WRITE_LOCK_TIMEOUT``) than any reader (``READ_LOCK_TIMEOUT``). A marker left by a
+killed writer goes stale after ``MARKER_STALE_SECONDS`` and is ignored. Timestamps are stored as naive
 UTC ``TIMESTAMP`` values and returned as timezone-aware UTC datetimes.
 """
 
@@ -63,13 +71,13 @@ _SWEEP_SCHEMA = """
 CREATE TABLE IF NOT EXISTS sweep_cells (
     sweep_id TEXT NOT NULL, experiment TEXT NOT NULL, cell TEXT NOT NULL, seed BIGINT,
     config_hash TEXT NOT NULL, run_id TEXT, status TEXT NOT NULL, reused BOOLEAN NOT NULL,
-    error TEXT, success DOUBLE, retrieval_acc DOUBLE, entropy DOUBLE, kept_ratio DOUBLE,
+    loaded BOOLEAN, error TEXT, success DOUBLE, retrieval_acc DOUBLE, entropy DOUBLE, kept_ratio DOUBLE,
     recorded_at TIMESTAMP NOT NULL
 );
 """
 SWEEP_CELL_FIELDS = (
     "sweep_id", "experiment", "cell", "seed", "config_hash", "run_id", "status", "reused",
-    "error", "success", "retrieval_acc", "entropy", "kept_ratio",
+    "loaded", "error", "success", "retrieval_acc", "entropy", "kept_ratio",
 )
 _INSERT_METRICS = "INSERT INTO metrics SELECT ?, ?, unnest(?::TEXT[]), unnest(?::DOUBLE[])"
 _INSERT_GROUPS = (
@@ -99,21 +107,51 @@ class StoreBusyError(TimeoutError):
     """Another process held the database file's lock for longer than ``lock_timeout``."""
 
 
+READ_LOCK_TIMEOUT = 10.0
+WRITE_LOCK_TIMEOUT = 60.0
+MARKER_STALE_SECONDS = 2.0
+
+
+def writer_marker(path: Path) -> Path:
+    """The file a writer keeps fresh while it waits for ``path``'s lock."""
+    return path.with_name(path.name + ".writer-waiting")
+
+
+def _writer_waiting(marker: Path) -> bool:
+    try:
+        return time.time() - marker.stat().st_mtime < MARKER_STALE_SECONDS
+    except OSError:
+        return False
+
+
 def connect_with_retry(path: Path, *, read_only: bool, lock_timeout: float) -> duckdb.DuckDBPyConnection:
-    """Open ``path``, retrying with backoff while another process holds its lock."""
+    """Open ``path``, retrying with backoff while another process holds its lock. A
+    reader first gives way to a waiting writer; a writer announces that it waits."""
     deadline = time.monotonic() + lock_timeout
     delay = 0.01
-    while True:
-        try:
-            return duckdb.connect(str(path), read_only=read_only)
-        except duckdb.Error as exc:
-            if "Could not set lock" not in str(exc):
-                raise
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise StoreBusyError(f"{path} stayed locked for {lock_timeout:g}s: {exc}") from exc
-            time.sleep(min(delay, left))
-            delay = min(delay * 2, 0.2)
+    marker = writer_marker(path)
+    announced = False
+    try:
+        while True:
+            if read_only and _writer_waiting(marker) and time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            try:
+                return duckdb.connect(str(path), read_only=read_only)
+            except duckdb.Error as exc:
+                if "Could not set lock" not in str(exc):
+                    raise
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise StoreBusyError(f"{path} stayed locked for {lock_timeout:g}s: {exc}") from exc
+                if not read_only:
+                    marker.touch()  # (re)fresh: readers hold off while it is recent
+                    announced = True
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, 0.2)
+    finally:
+        if announced:
+            marker.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)
@@ -178,13 +216,17 @@ def _clean_metrics(metrics: Mapping[str, float | None]) -> tuple[list[str], list
 class RunStore:
     """Runs, metrics (long format), prompt groups and events in one DuckDB file."""
 
-    def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = 10.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = READ_LOCK_TIMEOUT,
+                 write_lock_timeout: float = WRITE_LOCK_TIMEOUT) -> None:
         """Open the store at ``path``, creating parent dirs, file and schema if missing.
 
         An existing, current file is only checked read-only, so readers never write.
+        Reads wait up to ``lock_timeout`` seconds for the file, writes up to
+        ``write_lock_timeout`` (the larger budget: the writer wins).
         """
         self.path = Path(path)
         self.lock_timeout = lock_timeout
+        self.write_lock_timeout = max(write_lock_timeout, lock_timeout)
         if self.path.exists():
             with self._tx(read_only=True) as con:
                 if self._version(con) == SCHEMA_VERSION:
@@ -209,7 +251,8 @@ class RunStore:
         return con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
 
     def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
-        return connect_with_retry(self.path, read_only=read_only, lock_timeout=self.lock_timeout)
+        budget = self.lock_timeout if read_only else self.write_lock_timeout
+        return connect_with_retry(self.path, read_only=read_only, lock_timeout=budget)
 
     @contextmanager
     def _tx(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -339,6 +382,23 @@ class RunStore:
                 con.execute(f"DELETE FROM {table} WHERE run_id = ? AND step > ?", [run_id, step])
             con.execute("UPDATE runs SET last_step = ? WHERE run_id = ?", [step, run_id])
 
+    def resume_run(self, run_id: str, step: int, message: str,
+                   config: dict[str, Any] | None = None) -> None:
+        """Reopen a run at ``step`` (its checkpoint) in ONE transaction: delete its rows
+        after ``step``, set last_step = step, status ``running`` (error and finished_at
+        cleared), add a ``resumed`` event and, to extend its steps, store ``config``.
+        A kill at any moment leaves either the old run or the reopened one."""
+        with self._write(run_id) as con:
+            for table in ("metrics", "groups", "events", "rollouts"):
+                con.execute(f"DELETE FROM {table} WHERE run_id = ? AND step > ?", [run_id, step])
+            con.execute("UPDATE runs SET last_step = ?, status = 'running', error = NULL,"
+                        " finished_at = NULL WHERE run_id = ?", [step, run_id])
+            if config is not None:
+                con.execute("UPDATE runs SET config = ? WHERE run_id = ?",
+                            [json.dumps(config, sort_keys=True, default=str), run_id])
+            con.execute('INSERT INTO events (run_id, step, kind, message, "at") VALUES (?, ?, ?, ?, ?)',
+                        [run_id, step, "resumed", message, _now()])
+
     def _runs(self, where: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         runs = self._query(f"SELECT * FROM runs {where} ORDER BY created_at, run_id", params)
         for run in runs:
@@ -404,6 +464,9 @@ class RunStore:
         now = _now()
         with self._tx() as con:
             con.execute(_SWEEP_SCHEMA)
+            # Stores from before the "loaded" column (a cell only imported from an
+            # interrupted sweep's files) gain it; their old rows read NULL.
+            con.execute("ALTER TABLE sweep_cells ADD COLUMN IF NOT EXISTS loaded BOOLEAN")
             for row in rows:
                 con.execute(
                     f"INSERT INTO sweep_cells ({', '.join(SWEEP_CELL_FIELDS)}, recorded_at)"

@@ -41,8 +41,9 @@ def ran_before(root: Path, spec: CellSpec) -> bool:
             and config_hash(recorded) == spec.config_hash)
 
 
-def load_cell(store: RunStore, spec: CellSpec, root: Path) -> dict[str, Any]:
-    """Import one cell that ran; return its summary row (without ``sweep_id``)."""
+def load_cell(store: RunStore, spec: CellSpec, root: Path, *, loaded: bool = False) -> dict[str, Any]:
+    """Import one cell; return its summary row (without ``sweep_id``). ``loaded``: the
+    cell ran in an earlier, interrupted sweep and this one only imports its files."""
     directory = cell_dir(root, spec)
     outcome = read_outcome(directory) or {
         "status": "failed", "run_id": None, "error": "the cell ended without recording an outcome",
@@ -54,7 +55,7 @@ def load_cell(store: RunStore, spec: CellSpec, root: Path) -> dict[str, Any]:
         store.create_run(run_id, spec.config, [], git_commit(), experiment=spec.experiment,
                          cell=spec.cell, seed=spec.seed)
         store.set_status(run_id, "failed", outcome["error"])
-    return _row(store, spec, run_id, outcome["status"], outcome["error"], reused=False)
+    return _row(store, spec, run_id, outcome["status"], outcome["error"], reused=False) | {"loaded": loaded}
 
 
 def reused_cell(store: RunStore, spec: CellSpec, run_id: str) -> dict[str, Any]:
@@ -69,6 +70,6 @@ def _row(store: RunStore, spec: CellSpec, run_id: str, status: str, error: str |
     return {
         "experiment": spec.experiment, "cell": spec.cell, "seed": spec.seed,
         "config_hash": spec.config_hash, "run_id": run_id, "status": status,
-        "reused": reused, "error": error,
+        "reused": reused, "loaded": False, "error": error,
         **{column: final.get(metric) for column, metric in SUMMARY_METRICS.items()},
     }

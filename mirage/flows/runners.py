@@ -31,3 +31,17 @@ def make_task_runner(runner: str, width: int, ray_address: str | None = None):
             return RayTaskRunner(address=ray_address)
         return RayTaskRunner(init_kwargs={"num_cpus": width, "include_dashboard": False})
     raise ValueError(f"unknown runner {runner!r}; valid: {', '.join(RUNNERS)}")
+
+
+# Each process-pool cell holds its own model, torch threads and Prefect client; more at
+# once than this only thrashes one machine (a Ray cluster spreads cells but still
+# pulls every result through this process).
+MAX_WIDTH = 64
+
+
+def check_width(width: int) -> None:
+    """ConfigError unless 1 <= ``width`` <= MAX_WIDTH (checked before Prefect starts)."""
+    from mirage.core.validate import ConfigError
+
+    if not 1 <= width <= MAX_WIDTH:
+        raise ConfigError(f"--width {width}: cells at once must be in 1..{MAX_WIDTH}")

@@ -19,7 +19,7 @@ from prefect.states import Completed, Failed
 from mirage.core.store import RunStore, default_db_path, new_run_id
 from mirage.flows.cells import CellSpec, cell_root, plan_cells
 from mirage.flows.load import completed_runs, load_cell, ran_before, reused_cell
-from mirage.flows.runners import Runner, make_task_runner
+from mirage.flows.runners import Runner, check_width, make_task_runner
 from mirage.flows.summary import render, verdict
 from mirage.flows.task import run_cell
 
@@ -59,6 +59,7 @@ def sweep(
     ``force`` recomputes cells that already ran; ``width`` cells run at once on the
     ``runner`` (``process``, ``thread`` or ``ray`` at ``ray_address``); results go to
     ``db`` (default ``$MIRAGE_DB`` or runs/mirage.duckdb)."""
+    check_width(width)
     specs = plan_cells(experiment, registry, grid=grid, settings=settings, seeds=seeds,
                        preset=preset)
     target = Path(db) if db else default_db_path()
@@ -73,8 +74,9 @@ def sweep(
     if pending:
         cells_flow = run_cells.with_options(task_runner=make_task_runner(runner, width, ray_address))
         cells_flow(pending, str(root), return_state=True)
+    ran = {s.config_hash for s in pending}
     rows = [reused_cell(store, s, cache[s.config_hash]) if s.config_hash in cache
-            else load_cell(store, s, root) for s in specs]
+            else load_cell(store, s, root, loaded=s.config_hash not in ran) for s in specs]
     sweep_id = flow_run.get_id() or new_run_id()
     store.record_sweep_cells([{"sweep_id": sweep_id, **row} for row in rows])
     print(f"sweep {sweep_id} ({experiment}), summary stored in {target} (table sweep_cells):\n"

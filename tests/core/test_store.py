@@ -241,7 +241,7 @@ def test_new_run_id_and_default_path(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 def test_write_waits_for_lock_held_by_other_process(tmp_path: Path, read_only: bool) -> None:
     path = tmp_path / "runs.duckdb"
     store = RunStore(path)
-    impatient = RunStore(path, lock_timeout=0.2)
+    impatient = RunStore(path, lock_timeout=0.2, write_lock_timeout=0.2)
     store.create_run("r", {}, [], None)
 
     holder = _hold_lock(path, 0.8, read_only)

@@ -52,11 +52,12 @@ def test_a_finished_cell_is_imported_with_its_labels_and_summary(tmp_path):
     assert [e["kind"] for e in main.events(run_id)] == ["backend"]
     assert row == {"experiment": "stochasticity", "cell": "filter.name=top_p", "seed": 0,
                    "config_hash": "abc123", "run_id": run_id, "status": "finished", "reused": False,
-                   "error": None, "success": 0.75, "retrieval_acc": 0.9, "entropy": None,
+                   "loaded": False, "error": None, "success": 0.75, "retrieval_acc": 0.9, "entropy": None,
                    "kept_ratio": 0.25}
     before = main.snapshot()
-    load_cell(main, spec(), root)  # loading again copies nothing twice
+    again = load_cell(main, spec(), root, loaded=True)  # loading again copies nothing twice
     assert main.snapshot() == before
+    assert again["loaded"] and again["run_id"] == run_id  # only loaded: counted apart from run
 
 
 def test_a_cell_that_failed_before_its_run_existed_is_recorded_as_failed(tmp_path):

@@ -66,7 +66,7 @@ def test_deployment_run_sweep_twice_recomputes_nothing(prefect_server, tmp_path,
 
         first, first_id = deployment_run(prefect_server, *PARAMS)
         assert first.returncode == 0, first.stdout + first.stderr + (tmp_path / "serve.log").read_text()[-3000:]
-        assert final_message(prefect_server, first_id) == "stochasticity: 2 cells: 2 run, 0 reused, 0 failed"
+        assert final_message(prefect_server, first_id) == "stochasticity: 2 cells: 2 run, 0 loaded, 0 reused, 0 failed"
         store = RunStore(db)
         runs = store.list_runs()
         assert sorted((r["experiment"], r["cell"], r["seed"], r["status"]) for r in runs) == [
@@ -81,7 +81,7 @@ def test_deployment_run_sweep_twice_recomputes_nothing(prefect_server, tmp_path,
 
         second, second_id = deployment_run(prefect_server, *PARAMS)
         assert second.returncode == 0, second.stdout + second.stderr
-        assert final_message(prefect_server, second_id) == "stochasticity: 2 cells: 0 run, 2 reused, 0 failed"
+        assert final_message(prefect_server, second_id) == "stochasticity: 2 cells: 0 run, 0 loaded, 2 reused, 0 failed"
         assert store.snapshot() == before  # no run, metric, group or event was added
         second_summary = [r for r in store.sweep_cells() if r["sweep_id"] == second_id]
         assert len(second_summary) == 2 and all(r["reused"] for r in second_summary)

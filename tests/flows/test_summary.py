@@ -28,4 +28,11 @@ def test_render_shows_every_cell_and_each_failure():
 
 
 def test_verdict_counts_run_reused_and_failed():
-    assert verdict(ROWS) == "3 cells: 1 run, 1 reused, 1 failed"
+    assert verdict(ROWS) == "3 cells: 1 run, 0 loaded, 1 reused, 1 failed"
+
+
+def test_a_cell_only_loaded_from_an_interrupted_sweep_is_not_counted_as_run():
+    """issue 22 (5): a re-run said "6 run, 0 reused" for 4 cells it only loaded."""
+    rows = [dict(ROWS[0], loaded=True), *ROWS]
+    assert verdict(rows) == "4 cells: 1 run, 1 loaded, 1 reused, 1 failed"
+    assert render(rows).splitlines()[1].split()[2:4] == ["finished", "(loaded)"]

@@ -33,7 +33,7 @@ def test_a_failing_cell_is_recorded_while_the_other_finishes(prefect_server, tmp
                       runner="thread", width=2, db=str(db), registry=str(REPO / "registry.yaml"),
                       return_state=True)
     assert state.is_failed()
-    assert state.message == "stochasticity: 2 cells: 1 run, 0 reused, 1 failed"
+    assert state.message == "stochasticity: 2 cells: 1 run, 0 loaded, 0 reused, 1 failed"
     runs = {r["cell"]: r for r in runs_of(db)}
     assert set(runs) == {"model.path=null", f"model.path={broken}"}
     good, bad = runs["model.path=null"], runs[f"model.path={broken}"]
@@ -73,7 +73,7 @@ def test_two_cells_run_on_a_local_ray(prefect_server, tmp_path, monkeypatch):
                           width=2, db=str(db), registry=str(REPO / "registry.yaml"),
                           return_state=True, **SHRINK)
         assert state.is_completed(), state.message
-        assert state.message == "stochasticity: 2 cells: 2 run, 0 reused, 0 failed"
+        assert state.message == "stochasticity: 2 cells: 2 run, 0 loaded, 0 reused, 0 failed"
         runs = runs_of(db)
         assert sorted(r["cell"] for r in runs) == ["env.options.slip=0.0", "env.options.slip=0.5"]
         assert all(r["status"] == "finished" and r["experiment"] == "stochasticity" for r in runs)
