@@ -59,12 +59,14 @@ class Experiment(BaseModel):
     def cells(self) -> list[tuple[dict[str, Any], RunConfig]]:
         """(point, config) for every variant, grid point and seed; ``point`` maps dotted
         paths (the variant's settings, the axes, ``seed``) to their values. Cells that
-        resolve to the same config are kept once."""
+        resolve to the same config are kept once. Seed-major: every configuration of one
+        seed comes before the next seed's, so a sweep stopped early holds complete
+        seed-paired comparisons, and cells sharing a warm start run together."""
         axes = list(self.grid)
         out, seen = [], set()
-        for variant in self.variants or [{}]:
-            for values in itertools.product(*(self.grid[a] for a in axes)):
-                for seed in self.seeds:
+        for seed in self.seeds:
+            for variant in self.variants or [{}]:
+                for values in itertools.product(*(self.grid[a] for a in axes)):
                     point = _flatten(variant) | dict(zip(axes, values)) | {"seed": seed}
                     data = _merge(self.base, variant)
                     for path, value in point.items():

@@ -146,3 +146,9 @@ def test_core_experiments_fails_on_a_malformed_registry(tmp_path, cli):
     path = write_registry(tmp_path, {"bad": {"grid": {"nosuch.path": [1]}}})
     code, out, err = cli("experiments", "--registry", path)
     assert code == 2 and "nosuch" in err and out == ""
+
+
+def test_cells_are_seed_major_so_a_stopped_sweep_holds_complete_pairs():
+    experiment = Experiment(grid={"filter.name": ["none", "top_p"]}, seeds=[3, 4])
+    assert [(c.seed, c.filter.name) for _, c in experiment.cells()] == [
+        (3, "none"), (3, "top_p"), (4, "none"), (4, "top_p")]
