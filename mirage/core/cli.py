@@ -138,6 +138,7 @@ def run(
 ) -> None:
     """Run rollout -> score -> diagnose -> filter -> update for --steps iterations."""
     from mirage.core.loop import FilterError, RunStopped, execute
+    from mirage.core.plugin_results import PluginResultError
 
     data = _start_data(experiment, registry, config_file)
     _set_options(data, [
@@ -159,7 +160,7 @@ def run(
     except RunStopped as error:
         typer.echo(f"stopped: {error}", err=True)
         raise typer.Exit(1)
-    except FilterError as error:
+    except (FilterError, PluginResultError) as error:
         typer.echo(f"failed: {error}", err=True)
         raise typer.Exit(1)
     typer.echo(f"run {run_id} finished; results in {target}")

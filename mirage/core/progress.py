@@ -15,6 +15,7 @@ class Progress:
                          dynamic_ncols=True)
         self._last_val: float | None = None
         self._alarm = False
+        self._unsafe = False
 
     def update(self, step: int, metrics: dict[str, float]) -> None:
         if "val/success" in metrics:
@@ -30,11 +31,18 @@ class Progress:
             self._alarm = metrics["alarm/collapse"] == 1.0
         if self._alarm:
             postfix["alarm"] = "COLLAPSE"
+        if self._unsafe:
+            postfix["UNSAFE"] = "no-isolation"
         self._bar.set_postfix(postfix, refresh=False)
         if step:
             self._bar.update(1)
         else:
             self._bar.refresh()
+
+    def mark_unsafe(self, message: str) -> None:
+        """Print ``message`` once and flag every later progress line ``UNSAFE``."""
+        self._unsafe = True
+        self.warn(message)
 
     def warn(self, message: str) -> None:
         """Print ``message`` above the bar (to stderr, shown even without a bar)."""
