@@ -291,11 +291,10 @@ def execute(
         store.record_event(run_id, 0, "environment", json.dumps(
             {"name": session.env_cls.name, "version": session.env_cls.version,
              "options": env_options.model_dump(mode="json"), **env_facts}, default=str))
-    bar = Progress(total=config.steps, initial=start, enabled=progress, run_id=run_id)
     unsafe = getattr(session.env_cls, "unsafe_warning", lambda options: None)(env_options)
     if unsafe:  # recorded on every start, resumes included, and never out of sight
         store.record_event(run_id, start, "unsafe", unsafe)
-        bar.mark_unsafe(unsafe)
+    bar = Progress(total=config.steps, initial=start, enabled=progress, run_id=run_id, unsafe=unsafe)
     try:
         for step in range(start if start == 0 else start + 1, config.steps + 1):
             metrics, batch = run_step(session, step)
