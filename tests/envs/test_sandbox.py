@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from mirage.envs import namespaces, sandbox
 from mirage.envs.deepcoder import DeepCoder, DeepCoderOptions
 from mirage.envs.sandbox import (
     PRETEND_NO_ISOLATION, IsolationUnavailable, SandboxLimits, probe_isolation, run_python,
@@ -198,3 +199,20 @@ def test_the_explicit_unsafe_mode_runs_and_says_it_is_unisolated(monkeypatch):
     monkeypatch.setenv(PRETEND_NO_ISOLATION, "1")
     result = run_python("print(6 * 7)", LIMITS, unsafe_no_isolation=True)
     assert (result.status, result.stdout, result.isolation) == ("ok", "42\n", "none")
+
+
+def test_a_machine_that_refuses_namespaces_fails_closed_with_the_reason(monkeypatch):
+    """The probe itself, with ``unshare`` answering as it does where user namespaces are
+    off (the real probe result is restored afterwards)."""
+    refused = ["/bin/sh", "-c", "echo 'unshare: unshare failed: Operation not permitted' >&2; exit 1"]
+    monkeypatch.setattr(namespaces, "namespaced_argv", lambda *args: refused)
+    sandbox._probe_machine.cache_clear()
+    try:
+        isolation = probe_isolation()
+        with pytest.raises(IsolationUnavailable) as info:
+            run_python("print(1)", LIMITS)
+    finally:
+        sandbox._probe_machine.cache_clear()
+    assert not isolation.available and str(info.value) == isolation.problem
+    assert "unshare: unshare failed: Operation not permitted" in isolation.problem
+    assert "user.max_user_namespaces" in isolation.problem and "unsafe_no_isolation=true" in isolation.problem
