@@ -150,6 +150,7 @@ def run(
 ) -> None:
     """Run rollout -> score -> diagnose -> filter -> update for --steps iterations."""
     from mirage.core.loop import FilterError, RunStopped, execute
+    from mirage.core.plugin_results import PluginResultError
 
     target = db if db is not None else default_db_path()
     _check_paths(target, model)
@@ -187,7 +188,7 @@ def run(
     except RunStopped as error:
         typer.echo(f"stopped: {error}", err=True)
         raise typer.Exit(1)
-    except FilterError as error:
+    except (FilterError, PluginResultError) as error:
         typer.echo(f"failed: {error}", err=True)
         raise typer.Exit(1)
     typer.echo(f"run {run_id} finished; results in {target}")

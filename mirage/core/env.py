@@ -11,7 +11,7 @@ import random
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -88,6 +88,25 @@ class Environment(ABC):
     @abstractmethod
     def success(self) -> bool:
         """Whether the episode has been won."""
+
+    @classmethod
+    def options_problem(cls, options: EnvOptions) -> str | None:
+        """Why a run with ``options`` cannot start on this machine (one line naming what is
+        missing and how to fix it), or None. Called at validation, before anything is
+        written; a problem stops the run with exit status 2. Default: none."""
+        return None
+
+    @classmethod
+    def run_facts(cls, options: EnvOptions) -> dict[str, Any]:
+        """Facts about how this machine runs the environment (e.g. the sandbox's isolation
+        level), recorded in the run's ``environment`` event. Default: none."""
+        return {}
+
+    @classmethod
+    def unsafe_warning(cls, options: EnvOptions) -> str | None:
+        """A warning the user must not miss (an explicitly unsafe option): recorded as an
+        ``unsafe`` event and shown on every progress line. Default: none."""
+        return None
 
     def seed_transitions(self, seed: int) -> None:
         """Reseed random transitions (e.g. slipping) apart from the instance.

@@ -134,7 +134,10 @@ def mirage_diagnose(run: RunSession, batch: Batch) -> Mapping[str, float] | None
 
     Receives the batch after rollout and score, before filtering and the update (the
     policy is the one that sampled it); returns ``{metric_name: value}`` or None. All
-    results are collected. Called once per iteration, after score (and at step 0).
+    results are collected. Called once per iteration, after score (and at step 0). A
+    name that is not segments of letters, digits and ``_.@-`` joined by ``/``, or a
+    value that is not a number or is infinite, fails the run naming the plugin (NaN
+    means undefined and is not stored).
     """
 
 
@@ -146,7 +149,9 @@ def mirage_filter(run: RunSession, batch: Batch) -> Selection | None:
     """Choose which prompt groups (and trajectories) the update will see.
 
     Receives the scored batch; returns a :class:`mirage.core.batch.Selection`. First
-    non-None result wins. Called once per iteration, after score and diagnose.
+    non-None result wins. Called once per iteration, after score and diagnose. Group
+    and sample indices must be unique integers in range (samples only for kept groups)
+    and metrics well formed, or the run fails naming the filter and its plugin.
     """
 
 
@@ -159,5 +164,6 @@ def mirage_update(run: RunSession, batch: Batch) -> Mapping[str, float] | None:
 
     Receives the batch after filtering (``batch.kept_groups()`` is what to train on);
     returns the update's metrics (loss, clip fraction, gradient norm...). First
-    non-None result wins. Not called when the filter kept nothing.
+    non-None result wins. Not called when the filter kept nothing. Malformed metrics
+    fail the run, naming the algorithm and its plugin.
     """

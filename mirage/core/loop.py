@@ -22,6 +22,7 @@ import torch
 
 from mirage.core.batch import Batch, Selection, make_batch
 from mirage.core.config import FilterConfig, RunConfig
+from mirage.core.plugin_results import check_metrics, check_selection
 from mirage.core.plugins import Plugins, build_plugins
 from mirage.core.progress import Progress
 from mirage.core.session import RunSession
@@ -150,7 +151,11 @@ def run_step(run: RunSession, step: int) -> tuple[dict[str, float], Batch]:
     metrics["filter/loss_scale"] = batch.loss_scale
     mark = time.perf_counter()
     if metrics["filter/kept_trajectories"] > 0:  # else an empty step: nothing to train on
-        metrics |= dict(run.hook.mirage_update(run=run, batch=batch) or {})
+        updated = run.hook.mirage_update(run=run, batch=batch)
+        name = cfg.algorithm.name
+        check_metrics(updated, f"algorithm {name!r} (plugin "
+                               f"{run.plugins.registries.algorithms.owner(name)!r})", step)
+        metrics |= dict(updated or {})
         run.state["empty_streak"] = 0
     else:
         run.state["empty_streak"] = run.state.get("empty_streak", 0) + 1
@@ -162,19 +167,24 @@ def run_step(run: RunSession, step: int) -> tuple[dict[str, float], Batch]:
 
 def apply_filter(run: RunSession, batch: Batch) -> Selection:
     """The filter stage: select and mark the kept groups. An exception in it is raised
-    again as a FilterError naming the filter and the plugin that registered it (the run
-    then fails with that message; the steps already stored stay)."""
+    again as a FilterError naming the filter and the plugin that registered it, and a
+    malformed selection or metric stops it with a PluginResultError (the run then fails
+    with that message; the steps already stored stay)."""
+    name = run.config.filter.name
+    source = f"filter {name!r} (plugin {run.plugins.registries.filters.owner(name)!r})"
     try:
         selection = run.hook.mirage_filter(run=run, batch=batch)
-        batch.apply(selection)
-        return selection
     except Exception as error:
-        name = run.config.filter.name
-        owner = run.plugins.registries.filters.owner(name)
         raise FilterError(
-            f"filter {name!r} (plugin {owner!r}) raised during selection at step {batch.step}: "
-            f"{type(error).__name__}: {error}"
+            f"{source} raised during selection at step {batch.step}: {type(error).__name__}: {error}"
         ) from error
+    check_selection(selection, batch, source)
+    batch.apply(selection)
+    return selection
+
+
+def diagnostic_source(run: RunSession, name: str) -> str:
+    return f"diagnostic {name!r} (plugin {run.plugins.registries.diagnostics.owner(name)!r})"
 
 
 def kept_metrics(batch: Batch) -> dict[str, float]:
@@ -198,13 +208,22 @@ def loss_scale(kept_share: float, config: FilterConfig) -> float:
 
 
 def diagnose(run: RunSession, batch: Batch) -> dict[str, float]:
+    """Every ``mirage_diagnose`` implementation's metrics, each checked and attributed to
+    its plugin, then every diagnostic's ``review`` of them."""
     mark = time.perf_counter()
     merged: dict[str, float] = {}
-    for result in run.hook.mirage_diagnose(run=run, batch=batch):
-        merged |= dict(result or {})
-    for diagnostic in run.diagnostics.values():  # reviews read every diagnostic's numbers
+    impls = run.hook.mirage_diagnose.get_hookimpls()
+    for impl in reversed(impls):  # pluggy's own call order
+        others = [other.plugin for other in impls if other.plugin is not impl.plugin]
+        only_this = run.plugins.manager.subset_hook_caller("mirage_diagnose", others)
+        for result in only_this(run=run, batch=batch):
+            check_metrics(result, f"mirage_diagnose of plugin {impl.plugin_name!r}", batch.step)
+            merged |= dict(result or {})
+    for name, diagnostic in run.diagnostics.items():  # reviews read every diagnostic's numbers
         if hasattr(diagnostic, "review"):
-            merged |= dict(diagnostic.review(run, merged) or {})
+            reviewed = diagnostic.review(run, merged)
+            check_metrics(reviewed, diagnostic_source(run, name), batch.step)
+            merged |= dict(reviewed or {})
     if merged:
         merged["time/diagnose"] = time.perf_counter() - mark
     return merged
@@ -268,10 +287,14 @@ def execute(
         store.create_run(run_id, config.model_dump(mode="json"), plugins.records(), git_commit(),
                          experiment=experiment, cell=cell, seed=config.seed)
         store.record_event(run_id, 0, "backend", json.dumps(facts, default=str))
+        env_facts = getattr(session.env_cls, "run_facts", lambda options: {})(env_options)
         store.record_event(run_id, 0, "environment", json.dumps(
             {"name": session.env_cls.name, "version": session.env_cls.version,
-             "options": env_options.model_dump(mode="json")}))
-    bar = Progress(total=config.steps, initial=start, enabled=progress, run_id=run_id)
+             "options": env_options.model_dump(mode="json"), **env_facts}, default=str))
+    unsafe = getattr(session.env_cls, "unsafe_warning", lambda options: None)(env_options)
+    if unsafe:  # recorded on every start, resumes included, and never out of sight
+        store.record_event(run_id, start, "unsafe", unsafe)
+    bar = Progress(total=config.steps, initial=start, enabled=progress, run_id=run_id, unsafe=unsafe)
     try:
         for step in range(start if start == 0 else start + 1, config.steps + 1):
             metrics, batch = run_step(session, step)

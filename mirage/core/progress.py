@@ -10,9 +10,14 @@ from tqdm import tqdm
 class Progress:
     """A tqdm bar over iterations; silent when disabled."""
 
-    def __init__(self, total: int, initial: int, enabled: bool, run_id: str):
+    def __init__(self, total: int, initial: int, enabled: bool, run_id: str,
+                 unsafe: str | None = None):
+        """``unsafe``: a warning printed first and flagged (``UNSAFE``) on every line."""
+        self._unsafe = unsafe is not None
+        if unsafe is not None:
+            self.warn(unsafe)
         self._bar = tqdm(total=total, initial=initial, disable=not enabled, desc=run_id, unit="step",
-                         dynamic_ncols=True)
+                         dynamic_ncols=True, postfix=self._flags() or None)
         self._last_val: float | None = None
         self._alarm = False
 
@@ -30,11 +35,15 @@ class Progress:
             self._alarm = metrics["alarm/collapse"] == 1.0
         if self._alarm:
             postfix["alarm"] = "COLLAPSE"
+        postfix |= self._flags()
         self._bar.set_postfix(postfix, refresh=False)
         if step:
             self._bar.update(1)
         else:
             self._bar.refresh()
+
+    def _flags(self) -> dict[str, str]:
+        return {"UNSAFE": "no-isolation"} if self._unsafe else {}
 
     def warn(self, message: str) -> None:
         """Print ``message`` above the bar (to stderr, shown even without a bar)."""

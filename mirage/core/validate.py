@@ -52,6 +52,11 @@ def validate_config(config: RunConfig, plugins: Plugins) -> Any:
         raise ConfigError(one_line(error, prefix=f"{config.env.name} option ")) from None
     except TypeError as error:
         raise ConfigError(f"invalid {config.env.name} options: {error}") from None
+    # Optional on environments (third-party ones may predate it): e.g. DeepCoder refuses
+    # to run model-written code where its sandbox cannot isolate it.
+    env_check = getattr(env_cls, "options_problem", None)
+    if env_check is not None and (problem := env_check(options)):
+        raise ConfigError(f"{config.env.name}: {problem}")
     if getattr(filter_cls, "requires_variance", False) and config.rollout.group_size < 2:
         raise ConfigError(
             f"filter {config.filter.name!r} ranks prompts by reward variance, which needs "

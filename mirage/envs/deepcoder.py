@@ -2,11 +2,15 @@
 
 The answer is Python source defining ``solve`` (code fences are stripped; operators a
 word-level tokenizer splits, like ``= =``, are joined back). It runs in the sandbox
-(``mirage/envs/sandbox.py``): a separate process with CPU-time, memory, wall-clock and
-output limits, no network, a fresh empty working directory and none of the project's
-files. The sandbox only sees the test inputs; outputs are compared here with the
-expected values. Reward = fraction of tests passed; the episode ends after one answer.
-The observation afterwards reports the result ("Tests passed : 3 of 5 . Sandbox : ok .").
+(``mirage/envs/sandbox.py``): a separate process in its own namespaces with CPU-time,
+memory, wall-clock and output limits, no network, a fresh empty working directory and
+none of the project's files. The sandbox only sees the test inputs; outputs are compared
+here with the expected values. Reward = fraction of tests passed; the episode ends after
+one answer. The observation afterwards reports the result ("Tests passed : 3 of 5 .
+Sandbox : ok .").
+
+Where the sandbox cannot isolate, a run is refused at validation unless the option
+``unsafe_no_isolation`` is set, which the run records and shows on every progress line.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pydantic import Field
 from mirage.core.env import Demonstrator, StepOutcome
 from mirage.envs import coding_tasks
 from mirage.envs.answer import AnswerEnvironment, AnswerOptions, PersonaAnswerDemonstrator
-from mirage.envs.sandbox import SandboxLimits, SandboxResult, run_python
+from mirage.envs.sandbox import SandboxLimits, SandboxResult, probe_isolation, run_python
 
 MARKER = "@@mirage-results@@"
 _HARNESS = """
@@ -60,6 +64,9 @@ class DeepCoderOptions(AnswerOptions):
     wall_seconds: float = Field(5.0, gt=0)
     memory_mb: int = Field(256, ge=32)
     output_bytes: int = Field(65536, ge=1024)
+    unsafe_no_isolation: bool = Field(
+        False, description="run model-written code even where the sandbox cannot isolate it "
+                           "(no namespaces): it can then read and write your files and use the network")
 
 
 class DeepCoder(AnswerEnvironment):
@@ -72,6 +79,23 @@ class DeepCoder(AnswerEnvironment):
                    "on hidden tests .")
 
     options: DeepCoderOptions
+
+    @classmethod
+    def options_problem(cls, options: DeepCoderOptions) -> str | None:
+        isolation = probe_isolation()
+        return None if isolation.available or options.unsafe_no_isolation else isolation.problem
+
+    @classmethod
+    def run_facts(cls, options: DeepCoderOptions) -> dict[str, str]:
+        isolation = probe_isolation()
+        return {"isolation": isolation.mechanism or "none"}
+
+    @classmethod
+    def unsafe_warning(cls, options: DeepCoderOptions) -> str | None:
+        if probe_isolation().available or not options.unsafe_no_isolation:
+            return None
+        return ("UNSAFE: deepcoder runs model-written code WITHOUT isolation "
+                "(unsafe_no_isolation=true): it can read and write your files and use the network")
 
     def __init__(self, options: DeepCoderOptions | None = None):
         super().__init__(options)
@@ -107,7 +131,7 @@ class DeepCoder(AnswerEnvironment):
 
     def run_tests(self, code: str) -> tuple[int, SandboxResult]:
         """Tests passed by ``code`` and the sandbox's result."""
-        result = _run(code, json.dumps(self.task.inputs), self.limits)
+        result = _run(code, json.dumps(self.task.inputs), self.limits, self.options.unsafe_no_isolation)
         outputs = _outputs(result)
         expected = json.loads(json.dumps(self.task.expected))
         passed = sum(1 for got, want in zip(outputs, expected) if got == ["ok", want])
@@ -144,9 +168,10 @@ def clean_code(answer: str) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def _run(code: str, inputs: str, limits: SandboxLimits) -> SandboxResult:
+def _run(code: str, inputs: str, limits: SandboxLimits, unsafe_no_isolation: bool) -> SandboxResult:
     """Sandboxed runs are deterministic given code, inputs and limits: cache them."""
-    return run_python(_HARNESS.format(inputs=inputs, code=code, marker=MARKER), limits)
+    return run_python(_HARNESS.format(inputs=inputs, code=code, marker=MARKER), limits,
+                      unsafe_no_isolation=unsafe_no_isolation)
 
 
 def _outputs(result: SandboxResult) -> list:

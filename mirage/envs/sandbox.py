@@ -1,26 +1,21 @@
-"""Run untrusted Python (an agent's code) in a separate, limited process.
+"""Run untrusted Python (an agent's code) in an isolated, limited process; fail closed.
 
 Layers, outermost first (docs/environments.md#the-sandbox says what each one stops):
 
-1. Linux namespaces (``unshare``, needs root or CAP_SYS_ADMIN): a new network namespace
-   (no interface but a downed loopback, so no connection leaves it), a new PID
-   namespace (killing its first process kills every process the code started), a new
-   mount, IPC and UTS namespace.
-2. A fresh root file system (``chroot`` into a private tmpfs): only ``/usr`` and the
-   Python installation are bind-mounted, read-only, plus ``/dev/null``; the working
-   directory ``/work`` is an empty tmpfs. The project, the home directory, ``/tmp`` and
-   ``/etc`` do not exist in there.
-3. An unprivileged user (uid/gid 65534 "nobody", no supplementary groups, no
-   capabilities, ``no_new_privs``) so setuid binaries and root-only calls are refused.
-4. Resource limits (``setrlimit`` via ``prlimit``): CPU seconds, address space, file
-   size (which also caps what the code prints: stdout and stderr are files), number of
-   processes for that user (fork bombs), open files.
-5. A wall-clock timeout in this process: the whole process group is killed.
+1. Linux user, mount, network, PID, IPC and UTS namespaces (``mirage/envs/namespaces.py``):
+   a new root holding only read-only ``/usr`` and Python, a size-capped tmpfs ``/work``
+   as the only writable place, no network, no ``/proc``; the code runs as uid 65534 of
+   its own user namespace without capabilities and with ``no_new_privs``.
+2. Resource limits (``prlimit``): CPU seconds, address space, file size (which also caps
+   what the code prints: stdout and stderr are files), processes, open files.
+3. A wall-clock timeout here, after which the namespace's first process is killed (the
+   kernel then kills and reaps every process in it).
+4. An empty environment: nothing of the caller's variables reaches the code.
 
-Where namespaces are unavailable (not root, or a container without CAP_SYS_ADMIN) the
-code still runs with layers 4 and 5, ``python -I -S`` in a fresh temporary directory
-and an empty environment, and ``SandboxResult.isolation`` says ``"rlimits"`` instead of
-``"namespaces"``: that mode does NOT hide the project's files nor block the network.
+When the namespaces cannot be created the sandbox refuses to run code
+(``IsolationUnavailable``, whose message says what is missing and how to enable it),
+unless the caller passes ``unsafe_no_isolation=True``: then the code runs with layers
+2-4 only, in a temporary directory, and ``SandboxResult.isolation`` is ``"none"``.
 """
 
 from __future__ import annotations
@@ -28,8 +23,7 @@ from __future__ import annotations
 import functools
 import os
 import resource
-import shlex
-import shutil
+import select
 import signal
 import subprocess
 import sys
@@ -37,33 +31,57 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from mirage.envs import namespaces
 
-NOBODY = 65534
+# Set to 1 to make the probe report that no isolating mechanism exists (to check the
+# fail-closed path on a machine that has one).
+PRETEND_NO_ISOLATION = "MIRAGE_SANDBOX_PRETEND_NO_ISOLATION"
+ENABLE_HINT = (
+    "enable unprivileged user namespaces (sysctl user.max_user_namespaces=15000; on Debian "
+    "kernels kernel.unprivileged_userns_clone=1; on Ubuntu "
+    "kernel.apparmor_restrict_unprivileged_userns=0), or pass --env-opt "
+    "unsafe_no_isolation=true to run model-written code WITHOUT isolation"
+)
+# After the wall clock (or the code) ends, how long the namespace may take to die.
+REAP_SECONDS = 10.0
 
 
-class SandboxLimits(BaseModel):
-    """Limits for one sandboxed run."""
+class IsolationUnavailable(RuntimeError):
+    """No isolating mechanism works here; the message is one line naming what is missing."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    cpu_seconds: int = Field(2, ge=1)
-    wall_seconds: float = Field(5.0, gt=0)
-    memory_mb: int = Field(256, ge=32, description="address space of the Python process")
-    output_bytes: int = Field(65536, ge=1024, description="most bytes each of stdout/stderr may grow to")
-    processes: int = Field(8, ge=1, description="processes for the sandbox user (fork bombs)")
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Limits for one sandboxed run (hashable: DeepCoder caches results per limits)."""
+
+    cpu_seconds: int = 2
+    wall_seconds: float = 5.0
+    memory_mb: int = 256  # address space of each process
+    output_bytes: int = 65536  # most bytes each of stdout/stderr (and any file) may grow to
+    processes: int = 8  # processes of the code (fork bombs)
+    disk_mb: int = 16  # size of the writable /work tmpfs
+
+    def __post_init__(self):
+        for name, least in (("cpu_seconds", 1), ("memory_mb", 32), ("output_bytes", 1024),
+                            ("processes", 1), ("disk_mb", 1)):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < least:
+                raise ValueError(f"SandboxLimits.{name} must be an integer >= {least} "
+                                 f"(got {getattr(self, name)!r})")
+        if not self.wall_seconds > 0:
+            raise ValueError(f"SandboxLimits.wall_seconds must be > 0 (got {self.wall_seconds!r})")
 
 
 @dataclass(frozen=True)
 class SandboxResult:
     """What happened: ``status`` is ``ok``, ``error`` (non-zero exit), ``timeout``,
-    ``cpu_limit``, ``output_limit`` or ``killed`` (another signal, e.g. memory)."""
+    ``cpu_limit``, ``output_limit`` or ``killed`` (another signal, e.g. memory);
+    ``isolation`` is ``"namespaces"`` or ``"none"`` (the explicit unsafe mode)."""
 
     status: str
     returncode: int | None
     stdout: str
     stderr: str
-    isolation: str  # "namespaces" or "rlimits"
+    isolation: str
 
     @property
     def report(self) -> str:
@@ -72,119 +90,145 @@ class SandboxResult:
         return f"{self.status}: {last}" if last else self.status
 
 
+@dataclass(frozen=True)
+class Isolation:
+    """What the probe found: the working mechanism, or the problem in one line."""
+
+    mechanism: str | None
+    problem: str = ""
+
+    @property
+    def available(self) -> bool:
+        return self.mechanism is not None
+
+
+def probe_isolation() -> Isolation:
+    """Whether the namespaced sandbox runs here (a real run of a tiny program, once per
+    process); ``MIRAGE_SANDBOX_PRETEND_NO_ISOLATION=1`` makes it report that none does."""
+    if os.environ.get(PRETEND_NO_ISOLATION, "") not in ("", "0"):
+        return Isolation(None, f"no isolation: {PRETEND_NO_ISOLATION} is set; " + ENABLE_HINT)
+    return _probe_machine()
+
+
 @functools.cache
-def namespaces_available() -> bool:
-    """Whether ``unshare`` can create the namespaces and mounts the sandbox uses."""
-    if not shutil.which("unshare") or not shutil.which("chroot") or not shutil.which("setpriv"):
-        return False
-    try:
-        done = subprocess.run(
-            ["unshare", "--mount", "--net", "--pid", "--fork", "--ipc", "--uts",
-             "sh", "-c", "mount -t tmpfs tmpfs /mnt"],
-            capture_output=True, timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
+def _probe_machine() -> Isolation:
+    if missing := namespaces.missing_tools():
+        return Isolation(None, f"no isolation: {', '.join(missing)} not found in /usr/bin "
+                               f"(install util-linux); {ENABLE_HINT}")
+    if problem := namespaces.unusable_python(_python_home()):
+        return Isolation(None, f"no isolation: {problem}; {ENABLE_HINT}")
+    result = _run_namespaced("print('isolated', __import__('os').getuid())", SandboxLimits(wall_seconds=30))
+    if result.stdout != f"isolated {namespaces.SANDBOX_UID}\n":
+        why = result.report if result.status != "ok" else f"unexpected output {result.stdout!r}"
+        return Isolation(None, f"no isolation: unshare --user could not build the sandbox ({why}); "
+                               f"{ENABLE_HINT}")
+    return Isolation("namespaces")
 
 
-def run_python(program: str, limits: SandboxLimits | None = None) -> SandboxResult:
-    """Run ``program`` (Python source, fed on stdin) under ``limits``."""
+def run_python(program: str, limits: SandboxLimits | None = None, *,
+               unsafe_no_isolation: bool = False) -> SandboxResult:
+    """Run ``program`` (Python source, fed on stdin) under ``limits``. Raises
+    ``IsolationUnavailable`` when it cannot be isolated and ``unsafe_no_isolation`` is off."""
     limits = limits or SandboxLimits()
-    host_dir = Path(tempfile.mkdtemp(prefix="mirage-sandbox-"))
-    try:
-        (host_dir / "program.py").write_text(program)
-        if namespaces_available():
-            argv, isolation, preexec = _namespaced_argv(host_dir, limits), "namespaces", None
-            cwd = host_dir
-        else:
-            work = host_dir / "work"
-            work.mkdir()
-            argv = [_python(), "-I", "-S", "-"]
-            isolation, preexec, cwd = "rlimits", functools.partial(_set_limits, limits), work
-        return _execute(argv, host_dir, cwd, limits, isolation, preexec)
-    finally:
-        shutil.rmtree(host_dir, ignore_errors=True)
+    isolation = probe_isolation()
+    if isolation.available:
+        return _run_namespaced(program, limits)
+    if not unsafe_no_isolation:
+        raise IsolationUnavailable(isolation.problem)
+    with tempfile.TemporaryDirectory(prefix="mirage-unsafe-") as work:
+        argv = [_python(), "-I", "-S", "-"]
+        return _execute(argv, program, limits, "none", Path(work), functools.partial(_set_limits, limits))
 
 
-def _execute(argv, host_dir: Path, cwd: Path, limits: SandboxLimits, isolation: str,
+def _run_namespaced(program: str, limits: SandboxLimits) -> SandboxResult:
+    argv = namespaces.namespaced_argv(_python(), _python_home(), _prlimit_flags(limits), limits.disk_mb)
+    return _execute(argv, program, limits, "namespaces", Path("/"), None)
+
+
+def _execute(argv: list[str], program: str, limits: SandboxLimits, isolation: str, cwd: Path,
              preexec) -> SandboxResult:
-    out_path, err_path = host_dir / "stdout", host_dir / "stderr"
-    with open(host_dir / "program.py", "rb") as stdin, open(out_path, "wb") as out, \
-            open(err_path, "wb") as err:
-        process = subprocess.Popen(
-            argv, stdin=stdin, stdout=out, stderr=err, cwd=cwd, env=_clean_env(),
-            start_new_session=True, preexec_fn=preexec,
-        )
-        try:
-            returncode: int | None = process.wait(timeout=limits.wall_seconds)
-        except subprocess.TimeoutExpired:
-            returncode = None
-        finally:
-            _kill_group(process)
-    stdout, out_full = _read_capped(out_path, limits.output_bytes)
-    stderr, err_full = _read_capped(err_path, limits.output_bytes)
+    with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as out, \
+            tempfile.TemporaryFile() as err:
+        stdin.write(program.encode())
+        stdin.seek(0)
+        process = subprocess.Popen(argv, stdin=stdin, stdout=out, stderr=err, cwd=cwd,
+                                   env=_clean_env(), start_new_session=True, preexec_fn=preexec)
+        finished = _wait(process.pid, limits.wall_seconds)
+        if not finished and isolation == "namespaces":
+            _kill_namespace(process.pid)
+        _kill_group(process)
+        returncode = process.returncode if finished else None
+        stdout, out_full = _read_capped(out, limits.output_bytes)
+        stderr, err_full = _read_capped(err, limits.output_bytes)
+    return SandboxResult(_status(returncode, out_full or err_full), returncode, stdout, stderr, isolation)
+
+
+def _status(returncode: int | None, output_full: bool) -> str:
+    signals = {-returncode if returncode < 0 else returncode - 128} if returncode else set()
     if returncode is None:
-        status = "timeout"
-    elif returncode == 0:
-        status = "ok"
-    elif out_full or err_full or returncode in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ):
-        status = "output_limit"
-    elif returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGKILL):
-        status = "cpu_limit" if returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU) else "killed"
-    elif returncode < 0 or returncode > 128:
-        status = "killed"
-    else:
-        status = "error"
-    return SandboxResult(status, returncode, stdout, stderr, isolation)
+        return "timeout"
+    if returncode == 0:
+        return "ok"
+    if output_full or signal.SIGXFSZ in signals:
+        return "output_limit"
+    if signal.SIGXCPU in signals:
+        return "cpu_limit"
+    if returncode < 0 or returncode > 128:
+        return "killed"
+    return "error"
 
 
-def _namespaced_argv(host_dir: Path, limits: SandboxLimits) -> list[str]:
-    """``unshare`` running a root-in-namespace script that builds the new root and then
-    drops to the sandbox user with limits."""
-    root = host_dir / "root"
-    root.mkdir()
-    python_home = Path(sys.base_prefix).resolve()
-    python = _python()
-    binds = ["/usr"]
-    if not str(python_home).startswith("/usr/"):
-        binds.append(str(python_home))
-    lines = ["set -e", "mount --make-rprivate /", f"R={shlex.quote(str(root))}",
-             'mount -t tmpfs -o size=16m,mode=755 tmpfs "$R"']
-    for source in binds:
-        quoted = shlex.quote(source)
-        lines += [f'mkdir -p "$R"{quoted}', f'mount --rbind {quoted} "$R"{quoted}',
-                  f'mount -o remount,bind,ro "$R"{quoted}']
-    for link in ("bin", "lib", "lib64", "sbin"):  # merged-/usr layouts keep these as links
-        if Path("/" + link).is_symlink():
-            lines.append(f'ln -s {shlex.quote(os.readlink("/" + link))} "$R"/{link}')
-        elif Path("/" + link).is_dir():
-            lines += [f'mkdir -p "$R"/{link}', f'mount --rbind /{link} "$R"/{link}',
-                      f'mount -o remount,bind,ro "$R"/{link}']
-    lines += [
-        'mkdir -p "$R"/dev "$R"/work',
-        'touch "$R"/dev/null && mount --bind /dev/null "$R"/dev/null',
-        'mount -t tmpfs -o size=16m,mode=1777 tmpfs "$R"/work',
-        'cd "$R"/work',
-        f"exec {shutil.which('chroot')} \"$R\" /usr/bin/setpriv "
-        f"--reuid={NOBODY} --regid={NOBODY} --clear-groups --no-new-privs "
-        "--inh-caps=-all --bounding-set=-all "
-        f"/usr/bin/prlimit {_prlimit_flags(limits)} "
-        # python is not PID 1 of the namespace (PID 1 ignores default-action signals)
-        f"-- /bin/sh -c 'cd /work && HOME=/work {shlex.quote(python)} -I -S -; exit $?'",
-    ]
-    return ["unshare", "--mount", "--net", "--pid", "--fork", "--ipc", "--uts", "--kill-child",
-            "sh", "-c", "\n".join(lines)]
+def _wait(pid: int, seconds: float) -> bool:
+    """Whether ``pid`` exited within ``seconds`` (without reaping it, so its process group
+    stays valid for the kill that follows)."""
+    fd = os.pidfd_open(pid)
+    try:
+        return bool(select.select([fd], [], [], seconds)[0])
+    finally:
+        os.close(fd)
+
+
+def _kill_namespace(unshare_pid: int) -> None:
+    """SIGKILL ``unshare`` and the namespace's first process (its child): the kernel then
+    kills and reaps every process in the namespace before that first process is gone."""
+    try:
+        children = Path(f"/proc/{unshare_pid}/task/{unshare_pid}/children").read_text().split()
+    except OSError:
+        children = []
+    handles = []
+    for child in children:
+        try:
+            handles.append(os.pidfd_open(int(child)))
+        except OSError:  # already gone
+            pass
+    try:
+        os.killpg(unshare_pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        for handle in handles:
+            select.select([handle], [], [], REAP_SECONDS)
+    finally:
+        for handle in handles:
+            os.close(handle)
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:  # the leader is not reaped yet, so the group id cannot have been reused
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
 
 
 def _prlimit_flags(limits: SandboxLimits) -> str:
     memory = limits.memory_mb * 1024 * 1024
     # soft < hard: SIGXCPU (reported as cpu_limit) comes a second before SIGKILL
-    return (f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1} --as={memory} --fsize={limits.output_bytes} "
-            f"--nproc={limits.processes} --nofile=64 --core=0")
+    return (f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1} --as={memory} "
+            f"--fsize={limits.output_bytes} --nproc={limits.processes} --nofile=64 --core=0")
 
 
-def _set_limits(limits: SandboxLimits) -> None:  # runs in the child before exec
+def _set_limits(limits: SandboxLimits) -> None:  # the unsafe mode: runs in the child before exec
     memory = limits.memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
@@ -199,21 +243,17 @@ def _python() -> str:
     return str(Path(getattr(sys, "_base_executable", sys.executable)).resolve())
 
 
+def _python_home() -> Path:
+    return Path(sys.base_prefix).resolve()
+
+
 def _clean_env() -> dict[str, str]:
     return {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
             "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def _kill_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.wait()
-
-
-def _read_capped(path: Path, limit: int) -> tuple[str, bool]:
+def _read_capped(handle, limit: int) -> tuple[str, bool]:
     """The file's first ``limit`` bytes as text, and whether it reached the limit."""
-    with open(path, "rb") as handle:
-        data = handle.read(limit + 1)
+    handle.seek(0)
+    data = handle.read(limit + 1)
     return data[:limit].decode("utf-8", errors="replace"), len(data) >= limit

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from mirage.core.batch import Batch, Selection
 from mirage.core.hookspecs import hookimpl
+from mirage.core.plugin_results import check_metrics
 from mirage.core.session import RunSession
 
 
@@ -39,7 +40,11 @@ def diagnostic_due(diagnostic, run: RunSession) -> bool:
 @hookimpl
 def mirage_diagnose(run: RunSession, batch: Batch):
     metrics: dict[str, float] = {}
-    for diagnostic in run.diagnostics.values():
+    for name, diagnostic in run.diagnostics.items():
         if diagnostic_due(diagnostic, run):
-            metrics.update(diagnostic.measure(run, batch))
+            measured = diagnostic.measure(run, batch)
+            # checked here, where the diagnostic (not this stage plugin) can be named
+            owner = run.plugins.registries.diagnostics.owner(name)
+            check_metrics(measured, f"diagnostic {name!r} (plugin {owner!r})", batch.step)
+            metrics.update(measured)
     return metrics

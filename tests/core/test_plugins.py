@@ -122,7 +122,7 @@ def test_throwaway_filter_validates_and_selects(throwaway):
 
 def test_throwaway_diagnostic_is_merged_with_the_builtins(throwaway):
     loaded, plugin = throwaway
-    run = SimpleNamespace(hook=loaded.hook, config=RunConfig(), step=2, diagnostics={})
+    run = SimpleNamespace(hook=loaded.hook, plugins=loaded, config=RunConfig(), step=2, diagnostics={})
     merged = diagnose(run, small_batch(3))
     assert merged["throwaway/groups"] == 3.0
     assert "time/diagnose" in merged
@@ -132,7 +132,7 @@ def test_throwaway_diagnostic_is_merged_with_the_builtins(throwaway):
 def test_unregistered_plugin_is_no_longer_called(throwaway):
     loaded, plugin = throwaway
     loaded.manager.unregister(name="throwaway")
-    run = SimpleNamespace(hook=loaded.hook, config=RunConfig(), step=2, diagnostics={})
+    run = SimpleNamespace(hook=loaded.hook, plugins=loaded, config=RunConfig(), step=2, diagnostics={})
     assert diagnose(run, small_batch()) == {}
     assert plugin.diagnosed == []
     loaded.manager.register(plugin, name="throwaway")  # the fixture unregisters it again

@@ -1,12 +1,19 @@
-"""DeepCoder: tasks, scoring by unit tests in the sandbox, malformed code, determinism."""
+"""DeepCoder: tasks, scoring by unit tests in the sandbox, malformed code, determinism, and
+refusing to run (exit 2, nothing written) where the sandbox cannot isolate."""
 
+import json
+import os
 import random
+import re
+import subprocess
 
 import pytest
 
+from mirage.core.store import RunStore
 from mirage.envs import coding_tasks
 from mirage.envs.answer import spaced
 from mirage.envs.deepcoder import DeepCoder, DeepCoderOptions, clean_code
+from mirage.envs.sandbox import PRETEND_NO_ISOLATION, probe_isolation
 
 FAST = DeepCoderOptions(cpu_seconds=1, wall_seconds=3, memory_mb=128)
 
@@ -76,3 +83,52 @@ def test_same_seed_same_task_and_transitions():
 
     assert play(6) == play(6)
     assert len({play(s)[0] for s in range(15)}) > 10
+
+
+# --------------------------------------------------------------------------- fail closed
+
+
+def test_core_run_refuses_deepcoder_without_isolation_and_writes_nothing(cli, make_config_file,
+                                                                         tmp_path, monkeypatch):
+    monkeypatch.setenv(PRETEND_NO_ISOLATION, "1")
+    db = tmp_path / "runs.duckdb"
+    code, out, err = cli("run", "--env", "deepcoder", "--config", make_config_file(), "--db", db, "--quiet")
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith("error: deepcoder: no isolation: ") and PRETEND_NO_ISOLATION in line
+    assert "user namespaces" in line and "--env-opt unsafe_no_isolation=true" in line
+    assert not db.exists()
+
+
+@pytest.mark.slow
+def test_the_unsafe_option_runs_records_it_and_flags_every_progress_line(cli_argv, make_config_file,
+                                                                          tmp_path, monkeypatch):
+    monkeypatch.setenv(PRETEND_NO_ISOLATION, "1")
+    db = tmp_path / "runs.duckdb"
+    argv = cli_argv("run", "--env", "deepcoder", "--env-opt", "unsafe_no_isolation=true",
+                    "--env-opt", "tests=3", "--steps", "2", "--config", make_config_file(), "--db", db)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=os.environ.copy())
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "warning: UNSAFE: deepcoder runs model-written code WITHOUT isolation" in done.stderr
+    bar_lines = [line for line in re.split(r"[\r\n]", done.stderr) if re.search(r"\d/2 \[", line)]
+    assert len(bar_lines) >= 3 and all("UNSAFE=no-isolation" in line for line in bar_lines), bar_lines
+    store = RunStore(db)
+    (run,) = store.list_runs()
+    assert run["status"] == "finished" and run["config"]["env"]["options"]["unsafe_no_isolation"] is True
+    events = store.events(run["run_id"])
+    assert [e["message"] for e in events if e["kind"] == "unsafe"] == [
+        "UNSAFE: deepcoder runs model-written code WITHOUT isolation (unsafe_no_isolation=true): "
+        "it can read and write your files and use the network"]
+    (environment,) = [json.loads(e["message"]) for e in events if e["kind"] == "environment"]
+    assert environment["isolation"] == "none"
+
+
+def test_the_isolation_level_is_a_run_fact(monkeypatch):
+    isolation = probe_isolation()
+    assert DeepCoder.run_facts(FAST) == {"isolation": isolation.mechanism or "none"}
+    assert DeepCoder.unsafe_warning(FAST) is None
+    monkeypatch.setenv(PRETEND_NO_ISOLATION, "1")
+    assert DeepCoder.run_facts(FAST) == {"isolation": "none"}
+    assert "no isolation" in DeepCoder.options_problem(FAST)
+    unsafe = DeepCoderOptions(unsafe_no_isolation=True)
+    assert DeepCoder.options_problem(unsafe) is None and "UNSAFE" in DeepCoder.unsafe_warning(unsafe)
