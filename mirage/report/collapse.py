@@ -25,7 +25,7 @@ CURVES = [RETRIEVAL, H_COND, regime.FORMAT, SUCCESS]  # one panel row each; chan
 
 def collapse_study(study: Study, figure_dir: Path) -> Finding | None:
     """The section for ``study``'s runs of experiment ``collapse``; None when it has none."""
-    study = study.of(COLLAPSE)
+    calibration, study = study.of(regime.CALIBRATION), study.of(COLLAPSE)
     runs = study.runs[(study.runs["filter"] == "none") | study.runs["filter"].str.startswith("top-p")]
     if runs.empty:
         return None
@@ -65,12 +65,18 @@ def collapse_study(study: Study, figure_dir: Path) -> Finding | None:
         f"The paper's signature per run: the first check with retrieval within {regime.MARGIN:g} "
         f"of chance while H(Z|X) is at least {regime.ENTROPY_RATIO:g} x its start (none: never), "
         "the format validity there, and the extremes over the run", markdown_table(signatures)))
+    # The study leaves the gradient decomposition to the calibration runs of its regime
+    # (same settings, one seed), when the study's own runs did not record it.
     shares = regime.gradient_shares(study, runs)
+    source = "the study's runs"
+    if shares is None:
+        same = calibration.runs[calibration.runs["entropy_coef"].isin(runs["entropy_coef"].unique())]
+        shares, source = regime.gradient_shares(calibration, same), "the calibration runs of this regime"
     if shares is not None:
         finding.tables.append((
             "The regulariser's share of the gradient, ||g_entropy|| / (||g_task|| + ||g_entropy||), "
             "per reward-std bucket (q1 lowest; all = the whole batch), mean over runs and gradient "
-            "checks (PAPER.md section 3)", markdown_table(shares)))
+            f"checks (PAPER.md section 3), from {source}", markdown_table(shares)))
     finding.figure = figures.seed_curves(study, runs, CURVES, figure_dir / "collapse_study_curves.png",
                                          chance=CHANCE)
     return finding

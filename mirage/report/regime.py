@@ -32,12 +32,12 @@ def signature(study: Study, run_id: str) -> dict:
     step-0 value, the format validity there, and the extremes over the run."""
     table = _per_step(study, run_id)
     if table.empty or H_COND not in table:
-        return {"signature at": None}
+        return {"signature at": "not measured"}
     start = table[H_COND].iloc[0]
     hit = table[(table[RETRIEVAL] <= table[CHANCE] + MARGIN) & (table[H_COND] >= ENTROPY_RATIO * start)]
     step = int(hit.index[0]) if len(hit) else None
     return {
-        "signature at": step,
+        "signature at": "never" if step is None else f"step {step}",
         "format valid there": float(table.loc[step, FORMAT]) if step is not None and FORMAT in table else None,
         "lowest retrieval": float(table[RETRIEVAL].min()),
         "highest H(Z|X) / start": float(table[H_COND].max() / start) if start > 0 else None,
@@ -54,7 +54,7 @@ def calibration_table(study: Study) -> pd.DataFrame | None:
             for name in (RETRIEVAL, H_COND, FORMAT, SUCCESS)}
     rows = []
     for run in cells.runs.sort_values(["entropy_coef", "lr", "filter", "seed"]).itertuples():
-        row = {"entropy coef": run.entropy_coef, "lr": run.lr, "filter": run.filter,
+        row = {"entropy coef": f"{run.entropy_coef:g}", "lr": f"{run.lr:g}", "filter": run.filter,
                "seed": run.seed, "steps": run.steps}
         for name, label in ((RETRIEVAL, "retrieval (end)"), (H_COND, "H(Z|X) (end)"),
                             (FORMAT, "format valid (end)"), (SUCCESS, "success t=0.5 (end)")):

@@ -42,7 +42,7 @@ def _calibration(table: pd.DataFrame | None, readings: dict) -> str:
     """The calibration sweep's section: every cell it ran, with the reading of it."""
     if table is None:
         return ""
-    lines = [f"## {CALIBRATION_TITLE}", "",
+    lines = ["", f"## {CALIBRATION_TITLE}", "",
              "Every cell the calibration sweep ran, one seed each, all from one warm start: its "
              "endpoints (mean of the last checks) and whether and when it showed the paper's "
              "signature (first-turn retrieval within "
@@ -114,10 +114,19 @@ def _markdown(findings: list[Finding], collapse_finding: Finding | None, reading
         "The registry experiment `reproduction` (registry.yaml) re-measures PAPER.md's central "
         "findings with the tiny warm-started policy on this 2-core CPU machine. " + design,
         "",
+        "Two later experiments close the page: `collapse_calibration`, the short search for a "
+        "regime where the paper's mechanism acts, and `collapse`, the paired study in that "
+        "regime (seeds paired, 60 iterations, 256 validation episodes, equal optimizer steps per "
+        "iteration in both arms). They use the state-describing demonstrations (Sokoban "
+        "version 3, FrozenLake version 4, docs/warm-start.md) and exact group statistics "
+        "(docs/diagnostics.md); the `reproduction` runs predate both (the previous "
+        "demonstrations, veRL's float32 group estimator, unequal optimizer steps).",
+        "",
         "Regenerate this page (tables, figures, verdicts) from the committed results: "
         "`core report`. Re-run the study (it resumes: finished cells are reused): "
-        "`core sweep reproduction --width 2 --db runs/reproduction.duckdb`, then "
-        "`core report --from-store runs/reproduction.duckdb`. Browse the runs in the app: "
+        "`core sweep reproduction --width 2 --db runs/reproduction.duckdb` (likewise "
+        "`collapse_calibration` and `collapse`), then `core report --from-store STORE` with "
+        "one `--from-store` per store. Browse the runs in the app: "
         "`core report --restore runs/study.duckdb && core app --db runs/study.duckdb`.",
         "",
         "## How to read the verdicts",
