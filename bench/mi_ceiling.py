@@ -27,17 +27,9 @@ from mirage.core.loop import cache_dir, open_session
 from mirage.core.plugins import build_plugins
 from mirage.core.validate import validate_config
 from mirage.plugins.diagnostics.mi import MutualInformation
+from warmstart import success  # bench/warmstart.py, beside this script
 
 ROLLOUT_SEED_BASE = 80_000_000  # prompts disjoint from validation and demonstrations
-
-
-def success(run, episodes: int, greedy: bool) -> float:
-    val = run.config.validation
-    torch.manual_seed(val.seed)
-    batch = make_batch(0, [val.seed + i for i in range(episodes)], 1,
-                       temperature=val.temperature, greedy=greedy)
-    run.hook.mirage_rollout(run=run, batch=batch)
-    return batch.success_rate()
 
 
 def policy_retrieval(run, prompts: int, group_size: int, batches: int) -> tuple[float, float]:
