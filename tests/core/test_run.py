@@ -306,19 +306,6 @@ def test_killed_run_resumes_without_duplicates(make_config_file, tiny_config, tm
     ]
 
 
-def test_resume_of_a_finished_run_changes_nothing(tiny_run, cli):
-    db, run_id, _, _ = tiny_run
-    store = RunStore(db)
-    before = store.snapshot(), metric_table(store, run_id)
-    code, out, err = cli("run", "--resume", run_id, "--db", db, "--quiet")
-    assert code == 0, err
-    assert store.get_run(run_id)["status"] == "finished"
-    metrics_after = metric_table(store, run_id)
-    assert metrics_after == before[1]
-    snapshot = store.snapshot()
-    assert snapshot["metrics"] == before[0]["metrics"] and snapshot["groups"] == before[0]["groups"]
-
-
 # --------------------------------------------------------------------------- (d) --model
 
 

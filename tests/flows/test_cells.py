@@ -18,9 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 def test_cells_of_a_shrunk_stochasticity_grid():
     cells = plan_cells("stochasticity", REPO / "registry.yaml", grid={"env.options.slip": [0.0, 0.5]},
                        settings={"filter.name": "top_p"}, seeds=[0, 1], preset="tiny")
-    assert [(c.cell, c.seed) for c in cells] == [
-        ("env.options.slip=0.0", 0), ("env.options.slip=0.0", 1),
-        ("env.options.slip=0.5", 0), ("env.options.slip=0.5", 1)]
+    assert [(c.cell, c.seed) for c in cells] == [  # seed-major
+        ("env.options.slip=0.0", 0), ("env.options.slip=0.5", 0),
+        ("env.options.slip=0.0", 1), ("env.options.slip=0.5", 1)]
     for cell in cells:
         config = RunConfig.model_validate(cell.config)
         assert cell.config_hash == config.run_hash()  # the cache key
