@@ -326,6 +326,13 @@ class DiagnosticsConfig(_Section):
         return self
 
 
+# Bumped when a change makes runs stored before it incomparable with new runs of the same
+# config, so sweeps stop reusing them. 2 (December 2026): the grid worlds' demonstrations
+# describe the state (Sokoban 3, FrozenLake 4) and group-outcome advantages are exact
+# (algorithm.group_statistics defaults to exact; earlier runs used veRL's float32).
+RESULTS_VERSION = 2
+
+
 class RunConfig(_Section):
     """Everything a run needs. ``run_hash`` identifies a resolved configuration."""
 
@@ -340,6 +347,10 @@ class RunConfig(_Section):
     seed: int = Field(0, ge=0, le=MAX_SEED)
     checkpoint_every: int = Field(5, ge=1)
     threads: int = Field(2, ge=1, description="torch CPU threads")
+    results_version: Literal[RESULTS_VERSION] = Field(
+        RESULTS_VERSION, description="what this code's results are comparable with (set by the "
+        "code, not by users); stored with every run so sweeps never reuse a run of another version",
+    )
 
     @model_validator(mode="after")
     def _batch_fits(self) -> "RunConfig":
@@ -379,8 +390,13 @@ def config_hash(data: dict[str, Any]) -> str:
 
     Only entries that differ from the built-in defaults count, so a setting added later
     with a default that keeps the old behaviour leaves the hashes of earlier runs (whose
-    stored configs lack it) unchanged, and their cached results stay reusable."""
-    text = json.dumps(_non_default(data, _default_dump()), sort_keys=True)
+    stored configs lack it) unchanged, and their cached results stay reusable. A stored
+    config records the ``results_version`` it ran under (absent: 1); runs of another
+    version never share a hash with this one's."""
+    data = dict(data)
+    version = data.pop("results_version", 1)  # configs stored before the field existed
+    text = json.dumps({"results_version": version, "config": _non_default(data, _default_dump())},
+                      sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import duckdb
+import pytest
 
 from mirage.core.store import GroupRow, RunStore
 from mirage.flows.cells import CellSpec
@@ -110,6 +111,21 @@ def test_a_run_stored_before_a_setting_existed_is_still_reused(tmp_path):
     changed = RunConfig(steps=2, model={"warmstart_env_options": {"slip": 0.0}}).run_hash()
     assert changed not in completed_runs(main)
     assert RunConfig(steps=2, seed=1).run_hash() != RunConfig(steps=2).run_hash()
+
+
+def test_a_run_of_an_earlier_results_version_is_never_reused(tmp_path):
+    """A run stored before results_version existed (or under another one) ran under other
+    semantics (earlier demonstrations, veRL's float32 advantages): same config, no reuse."""
+    from mirage.core.config import RESULTS_VERSION, RunConfig
+
+    main = RunStore(tmp_path / "main.duckdb")
+    older = RunConfig(steps=2).model_dump(mode="json")
+    assert older.pop("results_version") == RESULTS_VERSION
+    main.create_run("old", older, [], None)
+    main.set_status("old", "finished")
+    assert RunConfig(steps=2).run_hash() not in completed_runs(main)
+    with pytest.raises(ValueError):
+        RunConfig(results_version=RESULTS_VERSION - 1)
 
 
 def test_a_cell_left_unloaded_is_only_reused_for_the_config_it_ran(tmp_path):
