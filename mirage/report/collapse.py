@@ -62,9 +62,11 @@ def collapse_study(study: Study, figure_dir: Path) -> Finding | None:
     signatures = pd.DataFrame([{"filter": run.filter, "seed": run.seed} | regime.signature(study, run.run_id)
                                for run in runs.sort_values(["filter", "seed"]).itertuples()])
     finding.tables.append((
-        f"The paper's signature per run: the first check with retrieval within {regime.MARGIN:g} "
-        f"of chance while H(Z|X) is at least {regime.ENTROPY_RATIO:g} x its start (none: never), "
-        "the format validity there, and the extremes over the run", markdown_table(signatures)))
+        f"Per run: the first check where fewer than {regime.DEGENERATE_FORMAT:g} of first-turn "
+        "responses parse (degeneration); the paper's signature, the first check with retrieval "
+        f"within {regime.MARGIN:g} of chance while H(Z|X) is at least {regime.ENTROPY_RATIO:g} x "
+        "its start, and the format validity there; the extremes over the run",
+        markdown_table(signatures)))
     # The study leaves the gradient decomposition to the calibration runs of its regime
     # (same settings, one seed), when the study's own runs did not record it.
     shares = regime.gradient_shares(study, runs)

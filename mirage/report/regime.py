@@ -17,6 +17,8 @@ BUCKETS = ["q1", "q2", "q3", "q4", "q5", "q6", "all"]
 # while H(Z|X) stays at or above this multiple of its starting value.
 MARGIN = CollapseAlarmConfig.model_fields["margin"].default
 ENTROPY_RATIO = CollapseAlarmConfig.model_fields["entropy_ratio"].default
+# Degeneration, as opposed to template collapse: most first-turn responses no longer parse.
+DEGENERATE_FORMAT = 0.5
 
 
 def _per_step(study: Study, run_id: str) -> pd.DataFrame:
@@ -28,15 +30,18 @@ def _per_step(study: Study, run_id: str) -> pd.DataFrame:
 
 def signature(study: Study, run_id: str) -> dict:
     """When (if ever) the run showed the paper's signature, and how its reasoning ended:
-    the first MI check with retrieval <= chance + MARGIN and H(Z|X) >= ENTROPY_RATIO x its
-    step-0 value, the format validity there, and the extremes over the run."""
+    the first MI check where format validity fell below DEGENERATE_FORMAT (degeneration),
+    the first with retrieval <= chance + MARGIN and H(Z|X) >= ENTROPY_RATIO x its step-0
+    value, the format validity there, and the extremes over the run."""
     table = _per_step(study, run_id)
     if table.empty or H_COND not in table:
         return {"signature at": "not measured"}
     start = table[H_COND].iloc[0]
     hit = table[(table[RETRIEVAL] <= table[CHANCE] + MARGIN) & (table[H_COND] >= ENTROPY_RATIO * start)]
     step = int(hit.index[0]) if len(hit) else None
+    broken = table[table[FORMAT] < DEGENERATE_FORMAT] if FORMAT in table else table.iloc[0:0]
     return {
+        "degenerate from": f"step {int(broken.index[0])}" if len(broken) else "never",
         "signature at": "never" if step is None else f"step {step}",
         "format valid there": float(table.loc[step, FORMAT]) if step is not None and FORMAT in table else None,
         "lowest retrieval": float(table[RETRIEVAL].min()),

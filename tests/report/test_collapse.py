@@ -129,3 +129,18 @@ def test_export_merges_several_stores_and_lists_every_calibration_cell(store, tm
     # 0.3: retrieval 0.9 - 0.6 = 0.3 at step 20, never within 0.05 of chance; 0.1 neither
     assert list(table["signature at"]) == ["never", "never"]
     assert table["lowest retrieval"].tolist() == pytest.approx([0.7, 0.3])
+
+
+def test_degeneration_is_the_first_check_where_most_responses_do_not_parse(tmp_path):
+    from mirage.report import regime
+
+    store = RunStore(tmp_path / "runs.duckdb")
+    store.create_run("r", _config({"name": "none"}, 0), [], None, experiment="collapse", seed=0)
+    for step, fmt in enumerate([1.0, 0.9, 0.4, 0.0]):
+        store.record_metrics("r", 5 * step, {
+            "mi/first_turn/retrieval_acc": 0.9, "mi/first_turn/retrieval_chance": 0.125,
+            "mi/first_turn/h_cond": 0.2, "mi/first_turn/format_valid": fmt})
+    store.set_status("r", "finished")
+    export_study(tmp_path / "runs.duckdb", tmp_path / "results", ("collapse",))
+    found = regime.signature(read_study(tmp_path / "results"), "r")
+    assert found["degenerate from"] == "step 10" and found["signature at"] == "never"
