@@ -21,6 +21,7 @@ TITLES = {
     "mi/first_turn/reasoning_tokens": "reasoning tokens",
     "mi/first_turn/h_cond": "first-turn H(Z|X)",
     "mi/first_turn/retrieval_chance": "retrieval chance",
+    "mi/first_turn/format_valid": "first-turn format validity",
 }
 SEED_STYLES = ["-", "--", ":", "-."]
 
