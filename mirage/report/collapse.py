@@ -52,6 +52,13 @@ def collapse_study(study: Study, figure_dir: Path) -> Finding | None:
                 arms[name] = paired(by_seed(part[part["filter"] == flt]), by_seed(part[part["filter"] == "none"]))
             finding.checks.append(Check(f"{env}: retrieval acc. {flt} - none", arms[RETRIEVAL], 1))
             finding.checks.append(Check(f"{env}: success {flt} - none", arms[SUCCESS], 1))
+            onset = {arm: {run.seed: regime.degenerate_step(study, run.run_id)
+                           for run in env_runs[env_runs["filter"] == arm].itertuples()}
+                     for arm in (flt, "none")}
+            if all(value is not None for arm in onset.values() for value in arm.values()):
+                finding.checks.append(Check(
+                    f"{env}: iteration of degeneration {flt} - none (never: last check + 5)",
+                    paired(onset[flt], onset["none"]), 1))
             h = arms[H_COND]
             finding.evidence.append(
                 f"{env}: H(Z|X) {flt} - none {h.mean:+.3f}"

@@ -50,6 +50,20 @@ def signature(study: Study, run_id: str) -> dict:
     }
 
 
+def degenerate_step(study: Study, run_id: str) -> float | None:
+    """The first MI check at which the run had degenerated; a run that never did counts as
+    one check interval past its last check (censored, so a delay is under-, not overstated).
+    None when the run logged no format validity."""
+    table = _per_step(study, run_id)
+    if table.empty or FORMAT not in table:
+        return None
+    broken = table[table[FORMAT] < DEGENERATE_FORMAT]
+    if len(broken):
+        return float(broken.index[0])
+    steps = table.index.to_list()
+    return float(steps[-1] + (steps[-1] - steps[-2] if len(steps) > 1 else 0))
+
+
 def calibration_table(study: Study) -> pd.DataFrame | None:
     """One row per calibration cell: its settings, its endpoints and its signature."""
     cells = study.of(CALIBRATION)

@@ -144,3 +144,19 @@ def test_degeneration_is_the_first_check_where_most_responses_do_not_parse(tmp_p
     export_study(tmp_path / "runs.duckdb", tmp_path / "results", ("collapse",))
     found = regime.signature(read_study(tmp_path / "results"), "r")
     assert found["degenerate from"] == "step 10" and found["signature at"] == "never"
+    assert regime.degenerate_step(read_study(tmp_path / "results"), "r") == 10.0
+
+
+def test_a_run_that_never_degenerates_is_censored_one_check_past_its_last(tmp_path):
+    from mirage.report import regime
+
+    store = RunStore(tmp_path / "runs.duckdb")
+    store.create_run("r", _config({"name": "top_p"}, 0), [], None, experiment="collapse", seed=0)
+    for step in (0, 5, 10):
+        store.record_metrics("r", step, {"mi/first_turn/format_valid": 0.9,
+                                         "mi/first_turn/retrieval_acc": 0.9,
+                                         "mi/first_turn/retrieval_chance": 0.125,
+                                         "mi/first_turn/h_cond": 0.2})
+    store.set_status("r", "finished")
+    export_study(tmp_path / "runs.duckdb", tmp_path / "results", ("collapse",))
+    assert regime.degenerate_step(read_study(tmp_path / "results"), "r") == 15.0
