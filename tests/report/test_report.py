@@ -23,14 +23,15 @@ def test_report_command_renders_every_finding_from_the_committed_results(tmp_pat
     assert code == 0, stderr
     text = out.read_text()
     verdicts = re.findall(r"\*\*Verdict: (.+?)\.\*\*", text)
-    assert len(verdicts) == 7 and set(verdicts) <= set(FINDING_VERDICTS)
+    assert len(verdicts) == 8 and set(verdicts) <= set(FINDING_VERDICTS)  # 7 findings + collapse study
     assert "## How to read the verdicts" in text and "paired by seed" in text
     assert f"last K = {LAST_CHECKS} checks" in text
-    assert "The results hold no run of the registry experiment `collapse`" in text
-    assert stdout.count("finding ") == 7
+    assert "## The collapse study (experiment `collapse`)" in text
+    assert "## Finding the collapse regime (experiment `collapse_calibration`)" in text
+    assert stdout.count("finding ") == 8
     linked = re.findall(r"!\[[^\]]*\]\(img/([^)]+)\)", text)
-    assert len(linked) == 7 and all((figures / name).stat().st_size > 1000 for name in linked)
-    study = read_study(RESULTS)
+    assert len(linked) == 8 and all((figures / name).stat().st_size > 1000 for name in linked)
+    study = read_study(RESULTS).of("reproduction")
     assert f"{len(study.runs)} runs" in text
     assert set(study.runs.groupby(["env", "filter", "slip", "regime"]).size()) == {3}  # 3 seeds each
 
@@ -50,7 +51,9 @@ def test_results_round_trip_through_a_store(tmp_path):
     assert len(runs) == len(read_study(RESULTS).runs)
     assert {r["status"] for r in runs} == {"finished"}
     again = tmp_path / "again"
-    assert export_study(restored, again) == {"reproduction": len(runs)}
+    experiments = ("reproduction", "collapse", "collapse_calibration")
+    assert export_study(restored, again, experiments) == dict(
+        read_study(RESULTS).runs.groupby("experiment").size().items())
     before = pd.read_parquet(RESULTS / "metrics.parquet").sort_values(["run_id", "step", "name"])
     after = pd.read_parquet(again / "metrics.parquet").sort_values(["run_id", "step", "name"])
     pd.testing.assert_frame_equal(before.reset_index(drop=True), after.reset_index(drop=True))
