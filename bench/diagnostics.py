@@ -2,15 +2,16 @@
 diagnostic per check, and their share of an iteration at the configured cadences.
 
 Builds one session (RunConfig's defaults, or the test suite's tiny model with
-``--tiny``), rolls out one step-1 batch, then times on it: the first-turn cross-scoring
-through the backend with each prompt's key/value cache reused and with every pair
-scored in full (and their largest difference); each diagnostic's ``measure`` (``mi``
+``--tiny``), rolls out one step-1 batch, then times on it: cross-scoring in both MI
+scopes (first turn; trajectory, ``trajectory_samples`` turns) through the backend's
+shared prompt cache, through the old copied cache, and with every pair scored in full
+(and the largest difference from full); each diagnostic's ``measure`` (``mi``
 with all scopes, ``reward``, ``grad``); and ``--iterations`` plain iterations (rollout,
 score, filter, update; no diagnostics). The share of an iteration is the amortised cost,
 mi / diagnostics.every + grad / diagnostics.gradient_every + reward, over the iteration
 plus it. Medians of ``--repeats`` timings after a warm-up call. Numbers, not pass/fail.
 
-    .venv/bin/python bench/diagnostics.py [--tiny] [--env frozenlake] [--repeats 3]
+    .venv/bin/python bench/diagnostics.py [--tiny] [--env frozenlake] [--repeats 3] [--prompts 16 --group 16]
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ import time
 
 import torch
 
-from mirage.core import presets
+from mirage.core import presets, threads
 from mirage.core.batch import make_batch
 from mirage.core.loop import cache_dir, open_session, run_step, score_batch, step_seeds
 from mirage.core.plugins import build_plugins
 from mirage.core.validate import build_config, validate_config
-from mirage.plugins.diagnostics.cross_scoring import assign_columns, first_turns
+from mirage.plugins.diagnostics.cross_scoring import assign_columns, first_turns, sampled_turns
 
 
 def timed(fn, repeats: int) -> tuple[float, object]:
@@ -48,17 +49,22 @@ def main() -> None:
     parser.add_argument("--env", default=None, help="environment [default: RunConfig's]")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=3, help="plain iterations timed")
+    parser.add_argument("--prompts", type=int, default=None, help="P [default: RunConfig's]")
+    parser.add_argument("--group", type=int, default=None, help="G [default: RunConfig's]")
     args = parser.parse_args()
     data: dict = {"seed": 0}
     if args.env:
         data["env"] = {"name": args.env}
+    rollout = {k: v for k, v in (("prompts", args.prompts), ("group_size", args.group)) if v}
+    if rollout:
+        data["rollout"] = rollout
     if args.tiny:
         data["model"] = copy.deepcopy(presets.TINY["model"])
     config = build_config(data)
     importlib.import_module("verl.trainer.ppo.core_algos")  # paid once, outside the timings
     plugins = build_plugins()
     session = open_session(config, plugins, validate_config(config, plugins))
-    torch.set_num_threads(config.threads)
+    chosen = threads.apply(config.threads)
     session.backend.prepare(session.env_cls, cache_dir())
 
     session.step = 1
@@ -68,13 +74,22 @@ def main() -> None:
     session.hook.mirage_rollout(run=session, batch=batch)
     score_batch(session, batch)
 
-    turns = first_turns(batch)
-    columns, _ = assign_columns([t.context_ids for t in turns])
-    reasonings = [z for z in (session.backend.encode(t.reasoning) for t in turns) if z]
-    reuse_s, reused = timed(lambda: session.backend.cross_score(columns, reasonings), args.repeats)
-    full_s, full = timed(lambda: session.backend.cross_score(columns, reasonings, reuse_prefix=False),
-                         args.repeats)
-    difference = float((reused.logprobs - full.logprobs).abs().max())
+    scopes = {"first_turn": first_turns(batch),
+              "trajectory": sampled_turns(batch, config.diagnostics.trajectory_samples, config.seed)}
+    scoring = {}
+    for scope, turns in scopes.items():
+        columns, _ = assign_columns([t.context_ids for t in turns])
+        reasonings = [z for z in (session.backend.encode(t.reasoning) for t in turns) if z]
+        backend = session.backend
+        reuse_s, reused = timed(lambda: backend.cross_score(columns, reasonings), args.repeats)
+        copy_s, copied = timed(lambda: backend._cross_score_copying(columns, reasonings), args.repeats)
+        full_s, full = timed(lambda: backend.cross_score(columns, reasonings, reuse_prefix=False), args.repeats)
+        scoring[scope] = {
+            "shape": f"{len(reasonings)} x {len(columns)}",
+            "tokens": (statistics.fmean(len(c) for c in columns), statistics.fmean(len(z) for z in reasonings)),
+            "seconds": (reuse_s, copy_s, full_s),
+            "difference": max(float((out.logprobs - full.logprobs).abs().max()) for out in (reused, copied)),
+        }
 
     costs = {}
     for name, diagnostic in session.diagnostics.items():
@@ -93,17 +108,18 @@ def main() -> None:
     settings = config.diagnostics
     cadence = {"mi": settings.every, "grad": settings.gradient_every, "reward": 1}
     amortised = sum(costs[n] / cadence[n] for n in costs if n in cadence)
-    prompt_tokens = statistics.fmean(len(c) for c in columns)
-    z_tokens = statistics.fmean(len(z) for z in reasonings)
     print(f"\ndiagnostics cost on {config.env.name}: P x G = {config.rollout.prompts} x "
           f"{config.rollout.group_size}, {'tiny' if args.tiny else 'default'} model, "
-          f"{config.threads} threads, medians of {args.repeats}\n")
-    print(f"first-turn cross-scoring: {len(reasonings)} reasonings x {len(columns)} prompts "
-          f"(mean {prompt_tokens:.0f} prompt tokens, {z_tokens:.0f} reasoning tokens)")
-    print(f"{'':<34}{'prefix reuse':>14}{'full pairs':>14}")
-    print(f"{'seconds':<34}{reuse_s:>14.4f}{full_s:>14.4f}")
-    print(f"{'speed-up':<34}{full_s / reuse_s:>14.2f}")
-    print(f"{'largest |difference| (nats)':<34}{difference:>14.2e}\n")
+          f"{chosen.count} threads ({chosen.reason}), medians of {args.repeats}\n")
+    print("cross-scoring, seconds: shared prompt cache (the default), the copied cache (the old path, and the "
+          "fallback for other models), every pair in full; speed-ups against full")
+    print(f"{'scope':<11}{'Z x prompts':>12}{'tokens':>10}{'shared':>9}{'copied':>9}{'full':>9}"
+          f"{'shared x':>9}{'copied x':>9}{'max |diff|':>11}")
+    for scope, row in scoring.items():
+        shared, copied, full = row["seconds"]
+        print(f"{scope:<11}{row['shape']:>12}{'%.0f+%.0f' % row['tokens']:>10}{shared:>9.3f}{copied:>9.3f}"
+              f"{full:>9.3f}{full / shared:>9.2f}{full / copied:>9.2f}{row['difference']:>11.1e}")
+    print()
     print(f"{'diagnostic':<14}{'s per check':>12}{'every':>8}{'s per iter':>12}{'share':>9}")
     for name, seconds in costs.items():
         every = cadence.get(name, settings.every)

@@ -271,6 +271,11 @@ class ModelConfig(_Section):
         "warm-started on the deterministic lake, as the paper's cells share one base model",
     )
     dtype: Literal["float32", "bfloat16"] = "float32"
+    decoder: Literal["lean", "generate"] = Field(
+        "lean", description="how the local backend samples: its lean decode loop (the same samples "
+        "as transformers' generate for a fixed seed, several times faster on CPU; Qwen2-architecture "
+        "models, others fall back) or transformers' model.generate",
+    )
 
 
 class ValidationConfig(_Section):
@@ -346,7 +351,10 @@ class RunConfig(_Section):
     steps: int = Field(40, ge=1, le=MAX_STEPS, description="rollout-update iterations")
     seed: int = Field(0, ge=0, le=MAX_SEED)
     checkpoint_every: int = Field(5, ge=1)
-    threads: int = Field(2, ge=1, description="torch CPU threads")
+    threads: int | Literal["auto"] = Field(
+        "auto", description="torch CPU threads; auto: chosen from the machine when the run starts "
+        "(MIRAGE_THREADS, CPU affinity, cgroup quota, physical cores, idle cores: mirage/core/threads.py)",
+    )
     results_version: Literal[RESULTS_VERSION] = Field(
         RESULTS_VERSION, description="what this code's results are comparable with (set by the "
         "code, not by users); stored with every run so sweeps never reuse a run of another version",

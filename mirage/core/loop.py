@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from mirage.core.batch import Batch, Selection, make_batch
+from mirage.core import threads
 from mirage.core.config import FilterConfig, RunConfig
 from mirage.core.plugin_results import check_metrics, check_selection
 from mirage.core.plugins import Plugins, build_plugins
@@ -270,10 +271,11 @@ def execute(
     assert config is not None
     env_options = validate_config(config, plugins)
     store = RunStore(db)  # only after validation: a rejected run writes nothing
-    torch.set_num_threads(config.threads)
+    chosen = threads.apply(config.threads)
     run_id = resume or new_run_id()
     session = open_session(config, plugins, env_options)
     facts = session.backend.prepare(session.env_cls, cache_dir())
+    facts |= {"threads": chosen.count, "threads_reason": chosen.reason}
     root = checkpoint_root(store, run_id)
     start = 0
     if resume:

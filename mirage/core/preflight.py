@@ -18,8 +18,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 
+from mirage.core import threads
 from mirage.core.config import RunConfig
 from mirage.core.plugins import Plugins, build_plugins
 from mirage.core.validate import ConfigError, validate_config
@@ -137,7 +137,7 @@ def run_preflight(config: RunConfig, plugins: Plugins | None = None) -> Prefligh
         )
     plugins = plugins or build_plugins()
     env_options = validate_config(config, plugins)
-    torch.set_num_threads(config.threads)
+    threads.apply(config.threads)
     session = open_session(config, plugins, env_options)
     facts = session.backend.prepare(session.env_cls, cache_dir())
     metrics, batch = run_step(session, 0)

@@ -40,8 +40,15 @@ def rolled_out(session, seeds=(11, 12, 13, 14), group_size=3, temperature=1.0):
     return batch
 
 
-def test_prefix_reuse_agrees_with_full_scoring(tiny_config):
+@pytest.mark.parametrize("path", ["shared prompt cache", "copied cache"])
+def test_prefix_reuse_agrees_with_full_scoring(tiny_config, monkeypatch, path):
+    """Both reuse paths: the shared prompt cache (Qwen2 models) and the copied cache
+    (models the lean loop does not know)."""
+    from mirage.plugins.backend_local import decode
+
     session = open_run(make_session(tiny_config))
+    if path == "copied cache":
+        monkeypatch.setattr(decode, "unsupported", lambda model: "forced by the test")
     batch = rolled_out(session)
     contexts = [t.context_ids for t in first_turns(batch)][::3]
     responses = [t.response_ids for t in batch.trajectories[0].turns] + [[5], [7, 8, 9]]

@@ -49,13 +49,16 @@ def test_quartile_must_be_one_to_four():
         FilterConfig(quartile=5)
 
 
-def test_rollout_sampling_options_reach_generate(monkeypatch, tiny_config):
+@pytest.mark.parametrize("decoder", ["generate", "lean"])
+def test_rollout_sampling_options_reach_generate(monkeypatch, tiny_config, decoder):
+    from mirage.plugins.backend_local import decode
     from mirage.plugins.backend_local.backend import LocalBackend
     from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
     from mirage.plugins.backend_local.model import build_tiny_model
 
     data = tiny_config()
     data["rollout"] |= {"top_p": 0.9, "min_p": 0.2}
+    data["model"] |= {"decoder": decoder}
     config = build_config(data)
     backend = LocalBackend(config)
     backend.tokenizer = build_word_tokenizer(["a b c", "c b a"])
@@ -63,15 +66,24 @@ def test_rollout_sampling_options_reach_generate(monkeypatch, tiny_config):
     backend.model = build_tiny_model(config.model, len(tok), tok.pad_token_id, tok.eos_token_id,
                                      tok.bos_token_id)
     seen = []
-    real = backend.model.generate
-    monkeypatch.setattr(backend.model, "generate", lambda **kw: seen.append(kw) or real(**kw))
+    if decoder == "generate":
+        real = backend.model.generate
+        monkeypatch.setattr(backend.model, "generate", lambda **kw: seen.append(kw) or real(**kw))
+    else:
+        real = decode.generate
+        monkeypatch.setattr(decode, "generate", lambda model, ctx, **kw: seen.append(kw) or real(model, ctx, **kw))
     ids = [backend.encode("a b")]
     backend.generate(ids, temperature=1.0, greedy=False, max_new_tokens=3, top_p=0.9, min_p=0.2)
     backend.generate(ids, temperature=0.5, greedy=False, max_new_tokens=3)
     backend.generate(ids, temperature=0.5, greedy=True, max_new_tokens=3, top_p=0.9, min_p=0.2)
+    assert len(seen) == 3  # every call went through the configured decoder
     assert (seen[0]["top_p"], seen[0]["min_p"]) == (0.9, 0.2)
-    assert seen[1]["top_p"] == 1.0 and "min_p" not in seen[1]  # validation samples plainly
-    assert "top_p" not in seen[2] and not seen[2]["do_sample"]
+    if decoder == "generate":
+        assert seen[1]["top_p"] == 1.0 and "min_p" not in seen[1]  # validation samples plainly
+        assert "top_p" not in seen[2] and not seen[2]["do_sample"]
+    else:
+        assert (seen[1]["top_p"], seen[1]["min_p"]) == (1.0, 0.0)
+        assert seen[2]["greedy"]
     assert (config.rollout.top_p, config.rollout.min_p) == (0.9, 0.2)
 
 

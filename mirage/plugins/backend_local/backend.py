@@ -13,6 +13,7 @@ from transformers.utils import logging as hf_logging
 
 from mirage.core.backend import Backend, CrossScores, PolicyOutput
 from mirage.core.config import RunConfig
+from mirage.plugins.backend_local import cross_scoring, decode
 from mirage.plugins.backend_local import model as model_lib
 from mirage.plugins.backend_local.critic import ValueModel
 from mirage.plugins.backend_local.warmstart import warm_start
@@ -27,7 +28,6 @@ class LocalBackend(Backend):
 
     def __init__(self, config: RunConfig):
         super().__init__(config)
-        torch.set_num_threads(config.threads)
         hf_logging.disable_progress_bar()  # our own bar shows progress; theirs is per file
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         self.model = None
@@ -55,6 +55,9 @@ class LocalBackend(Backend):
             self.model.parameters(), lr=self.config.algorithm.lr, weight_decay=0.0
         )
         facts["parameters"] = model_lib.parameter_count(self.model)
+        facts["decoder"] = self.decoder()
+        if self.config.model.decoder == "lean" and facts["decoder"] != "lean":
+            facts["decoder_fallback"] = decode.unsupported(self.model)
         return facts
 
     def encode(self, text: str) -> list[int]:
@@ -68,6 +71,30 @@ class LocalBackend(Backend):
     def generate(self, contexts, *, temperature, greedy, max_new_tokens, top_p=1.0, min_p=0.0):
         self.model.eval()
         pad, eos = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
+        if self.decoder() == "lean":
+            out = decode.generate(self.model, contexts, eos=eos, temperature=temperature, greedy=greedy,
+                                  max_new_tokens=max_new_tokens, top_p=top_p, min_p=min_p)
+        else:
+            out = self.generate_plain(contexts, temperature=temperature, greedy=greedy,
+                                      max_new_tokens=max_new_tokens, top_p=top_p, min_p=min_p)
+        responses = []
+        for row in out:
+            if eos in row:  # keep the end token: the policy must learn to stop
+                row = row[: row.index(eos) + 1]
+            responses.append([t for t in row if t != pad or pad == eos])
+        return responses
+
+    def decoder(self) -> str:
+        """``lean`` (decode.py) when configured and the model allows it, else ``generate``."""
+        if self.config.model.decoder == "lean" and decode.unsupported(self.model) is None:
+            return "lean"
+        return "generate"
+
+    @torch.no_grad()
+    def generate_plain(self, contexts, *, temperature, greedy, max_new_tokens, top_p=1.0, min_p=0.0):
+        """Token ids from transformers' ``model.generate`` (left-padded batch), padded after
+        the end token: the reference the lean loop is tested against."""
+        pad, eos = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
         width = max(len(c) for c in contexts)
         ids = torch.full((len(contexts), width), pad, dtype=torch.long)
         mask = torch.zeros_like(ids)
@@ -77,7 +104,7 @@ class LocalBackend(Backend):
         sampling = {} if greedy else {"temperature": temperature, "top_k": 0, "top_p": top_p}
         if min_p > 0 and not greedy:
             sampling["min_p"] = min_p
-        out = self.model.generate(
+        return self.model.generate(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
             do_sample=not greedy,
@@ -86,12 +113,6 @@ class LocalBackend(Backend):
             eos_token_id=eos,
             **sampling,
         )[:, width:].tolist()
-        responses = []
-        for row in out:
-            if eos in row:  # keep the end token: the policy must learn to stop
-                row = row[: row.index(eos) + 1]
-            responses.append([t for t in row if t != pad or pad == eos])
-        return responses
 
     # ------------------------------------------------------------------ scoring
     def _pack(self, contexts, responses):
@@ -134,15 +155,23 @@ class LocalBackend(Backend):
 
     @torch.no_grad()
     def cross_score(self, contexts, responses, *, reuse_prefix: bool = True) -> CrossScores:
-        """Each context is encoded once; its key/value cache is copied for every chunk of
-        responses, which are then teacher-forced after it. The first response token is
-        predicted by the context's last logits. ``reuse_prefix=False``: every pair in full."""
+        """Each context is encoded once and every response teacher-forced after it
+        (cross_scoring.py: its keys and values are read, never copied, by all its pairs; for
+        models the lean loop does not know, its cache is copied per chunk of responses).
+        ``reuse_prefix=False``: every pair in full."""
         if not reuse_prefix:
             return super().cross_score(contexts, responses)
         if not contexts or not responses:
             empty = torch.zeros(len(responses), len(contexts), dtype=torch.float64)
             return CrossScores(empty, empty.clone())
         self.model.eval()
+        if decode.unsupported(self.model) is None:
+            return CrossScores(*cross_scoring.cross_score(self.model, contexts, responses,
+                                                          self.tokenizer.pad_token_id))
+        return self._cross_score_copying(contexts, responses)
+
+    @torch.no_grad()
+    def _cross_score_copying(self, contexts, responses) -> CrossScores:
         lengths = torch.tensor([len(r) for r in responses])
         width = max(int(lengths.max()), 1)
         ids = torch.full((len(responses), width), self.tokenizer.pad_token_id, dtype=torch.long)

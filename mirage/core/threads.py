@@ -1,0 +1,111 @@
+"""How many torch threads a run computes with.
+
+``threads: auto`` (the default) picks the count from the machine when the run starts:
+``MIRAGE_THREADS`` when set; otherwise the cores this process may use (CPU affinity), capped
+by the cgroup CPU quota (containers), by the physical cores (hyper-threads share one
+core's arithmetic units), and by the cores the last minute's load leaves idle. A whole
+number in the config is used as it is (sweeps pin one thread per cell). The choice and
+its reason are recorded with the run's backend facts.
+
+Why the load matters: on a busy 2-core machine two torch threads ran an iteration 3.6x
+slower than one (each thread waits for the slowest at every operation); bench/threads.py
+measures 1 against N threads side by side.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+ENV = "MIRAGE_THREADS"
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    count: int
+    reason: str
+
+
+def usable_cpus() -> int:
+    """Logical CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def cgroup_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """CPUs the cgroup CPU quota allows (cgroup v2 ``cpu.max``, else v1 CFS), or None
+    when there is no quota."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        return None if quota <= 0 else quota / period
+    except (OSError, ValueError):
+        return None
+
+
+def physical_cores(cpus: set[int] | None = None, root: Path = Path("/sys/devices/system/cpu")) -> int | None:
+    """Distinct physical cores among ``cpus`` (default: this process's), or None when the
+    topology is not readable."""
+    if cpus is None:
+        try:
+            cpus = os.sched_getaffinity(0)
+        except AttributeError:
+            return None
+    cores = set()
+    for cpu in cpus:
+        topology = root / f"cpu{cpu}" / "topology"
+        try:
+            cores.add(((topology / "physical_package_id").read_text().strip(),
+                       (topology / "core_id").read_text().strip()))
+        except OSError:
+            return None
+    return len(cores) or None
+
+
+def idle_cores(cpus: int) -> int:
+    """Of ``cpus``, how many the last minute's load average leaves idle (at least 1)."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return cpus
+    return max(1, min(cpus, math.floor(cpus - load + 0.5)))
+
+
+def choose(requested: int | str, environ: os._Environ | dict = os.environ) -> ThreadChoice:
+    """The thread count for a run configured with ``threads: requested``."""
+    if requested != "auto":
+        return ThreadChoice(int(requested), "configured")
+    if environ.get(ENV):
+        value = environ[ENV]
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"{ENV}={value!r}: expected a whole number of threads >= 1")
+        return ThreadChoice(int(value), f"{ENV}={value}")
+    cpus = usable_cpus()
+    limits = {"usable CPUs": cpus}
+    quota = cgroup_quota()
+    if quota is not None:
+        limits["cgroup quota"] = max(1, math.floor(quota))
+    physical = physical_cores()
+    if physical is not None:
+        limits["physical cores"] = physical
+    limits["idle cores"] = idle_cores(cpus)
+    binding = min(limits, key=limits.get)
+    return ThreadChoice(limits[binding], f"auto: {binding} ({', '.join(f'{k} {v}' for k, v in limits.items())})")
+
+
+def apply(requested: int | str) -> ThreadChoice:
+    """Choose, and set torch's intra-op thread count to the choice."""
+    choice = choose(requested)
+    torch.set_num_threads(choice.count)
+    return choice

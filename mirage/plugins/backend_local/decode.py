@@ -1,0 +1,119 @@
+"""A lean batched decode loop for Qwen2-architecture causal LMs (the default policy and
+Qwen2/Qwen2.5 checkpoints).
+
+What ``model.generate`` spends its time on for a rollout batch, and what this loop does
+instead (bench/generation.py measures both):
+
+- a batch's prompts repeat (a group's trajectories share their first prompt): here each
+  distinct prompt is prefilled once and its keys and values are kept once, read by every
+  row that continues it, instead of once per row;
+- the key/value cache grows by concatenation at every step: here the generated tokens'
+  keys and values go into a cache allocated once;
+- finished rows stay in the batch: here they leave it whenever a quarter of it has finished.
+
+It samples exactly as ``model.generate`` does: the same logits processors (transformers'
+own), and one exponential draw over the whole ``[batch, vocab]`` per step, which is how
+``torch.multinomial`` draws a single sample; a row's token depends only on its own
+probabilities and its own slice of the draw, so the same seed gives the same samples
+whichever rows are still running (tests/plugins/test_decode.py).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from transformers import LogitsProcessorList, MinPLogitsWarper, TemperatureLogitsWarper, TopPLogitsWarper
+
+from mirage.plugins.backend_local import prompt_cache
+
+COMPACT_AT = 0.75  # rows leave the batch once no more than this share of it is running
+SHARE_WASTE = 1.5  # prompts are shared while their rows, padded to the most per prompt, are at most this x the batch
+
+# Generation-config fields a checkpoint may set without changing what this loop samples:
+# the ones the backend passes explicitly, token ids and bookkeeping.
+_HARMLESS = {"bos_token_id", "eos_token_id", "pad_token_id", "do_sample", "temperature", "top_k",
+             "top_p", "min_p", "max_length", "max_new_tokens", "transformers_version", "_from_model_config",
+             "use_cache", "output_attentions", "output_hidden_states"}
+
+
+def unsupported(model) -> str | None:
+    """Why this loop cannot stand in for ``model.generate`` on ``model``, or None."""
+    config = model.config
+    if getattr(config, "model_type", None) != "qwen2":
+        return f"model type {getattr(config, 'model_type', None)!r} (the lean loop knows qwen2)"
+    if getattr(config, "use_sliding_window", False):
+        return "sliding-window attention"
+    if config.rope_parameters.get("rope_type", "default") != "default":
+        return f"rope type {config.rope_parameters['rope_type']!r}"
+    extra = set(model.generation_config.to_diff_dict()) - _HARMLESS
+    if extra:
+        return f"the checkpoint's generation config sets {sorted(extra)}"
+    return None
+
+
+def _processors(temperature: float, top_p: float, min_p: float) -> LogitsProcessorList:
+    """The warpers ``model.generate`` builds for these settings, in its order."""
+    warpers = LogitsProcessorList()
+    if temperature != 1.0:
+        warpers.append(TemperatureLogitsWarper(temperature))
+    if top_p < 1.0:
+        warpers.append(TopPLogitsWarper(top_p=top_p))
+    if min_p > 0:
+        warpers.append(MinPLogitsWarper(min_p=min_p))
+    return warpers
+
+
+@torch.no_grad()
+def generate(model, contexts: list[list[int]], *, eos: int, temperature: float, greedy: bool,
+             max_new_tokens: int, top_p: float = 1.0, min_p: float = 0.0) -> list[list[int]]:
+    """Sampled (or greedy) continuations of ``contexts``, each ending at its first ``eos``
+    (kept) or after ``max_new_tokens`` tokens; the global torch generator supplies the draws."""
+    device = model.device
+    batch = len(contexts)
+    out: list[list[int]] = [[] for _ in range(batch)]
+    if max_new_tokens < 1 or not batch:
+        return out
+    distinct: dict[tuple[int, ...], int] = {}
+    prompt = torch.tensor([distinct.setdefault(tuple(c), len(distinct)) for c in contexts], device=device)
+    keys, values, lengths, logits = prompt_cache.prefill(model, [list(c) for c in distinct])
+    if len(distinct) * int(torch.bincount(prompt).max()) > SHARE_WASTE * batch:
+        # Too uneven to share (most prompts once, a few many times): each row gets its
+        # own copy of its prompt, once, rather than padding every prompt's rows per step.
+        keys, values = [k.index_select(0, prompt) for k in keys], [v.index_select(0, prompt) for v in values]
+        lengths, logits = lengths.index_select(0, prompt), logits.index_select(0, prompt)
+        prompt = torch.arange(batch, device=device)
+    cache = prompt_cache.PromptCache(keys, values, lengths, prompt_cache.zeros(model, batch, max_new_tokens),
+                                     prompt_cache.zeros(model, batch, max_new_tokens), prompt)
+    logits = logits.index_select(0, prompt)
+    rows = torch.arange(batch, device=device)  # the batch row each cache row decodes
+    warpers = _processors(temperature, top_p, min_p)
+    running = torch.ones(batch, dtype=torch.bool, device=device)
+    for step in range(max_new_tokens):
+        if greedy:
+            tokens = logits.argmax(-1)
+        else:
+            probs = F.softmax(warpers(None, logits), dim=-1)
+            draw = torch.empty(batch, probs.size(-1), device=device).exponential_(1)
+            tokens = (probs / draw[rows]).argmax(-1)
+        live = running[rows]
+        for row, token in zip(rows[live].tolist(), tokens[live].tolist()):
+            out[row].append(token)
+        running[rows[live & (tokens == eos)]] = False
+        if step == max_new_tokens - 1 or not running.any():
+            break
+        keep = running[rows]
+        if int(keep.sum()) <= COMPACT_AT * len(rows):
+            kept = keep.nonzero().squeeze(1)
+            cache, rows, tokens = cache.select(kept), rows[kept], tokens[kept]
+
+        def attend(layer, attn, q, k, v, step=step):
+            cache.keys[layer][:, :, step] = k[:, :, 0]
+            cache.values[layer][:, :, step] = v[:, :, 0]
+            own = slice(0, step + 1)
+            return prompt_cache.attend(q, cache.keys[layer][:, :, own], cache.values[layer][:, :, own], cache,
+                                       layer, attn.scaling)
+
+        position = (cache.prompt_length[cache.prompt] + step)[:, None]
+        hidden = prompt_cache.layers(model, tokens[:, None], position, attend)
+        logits = prompt_cache.logits(model, hidden[:, 0])
+    return out

@@ -1,0 +1,149 @@
+"""The lean decode loop samples what transformers' ``model.generate`` samples, and cross-scoring
+without copies equals scoring every pair in full.
+
+Each case seeds torch, generates with ``model.generate`` (through the backend's reference
+path) and with the lean loop, and compares the token ids row by row. The models are
+random tiny Qwen2 models: their next-token distributions are broad, so rows stop at
+different steps (the loop's compaction runs) and a sampling difference would show at
+once."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, Qwen2Config, Qwen2ForCausalLM
+
+from mirage.plugins.backend_local import cross_scoring, decode
+
+VOCAB, EOS, PAD = 48, 1, 0
+
+
+def tiny_qwen(seed: int, *, heads: int = 4, kv_heads: int = 4, eos_bias: float = 2.0) -> Qwen2ForCausalLM:
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(Qwen2Config(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=256,
+        tie_word_embeddings=True, pad_token_id=PAD, eos_token_id=EOS, bos_token_id=2,
+    )).eval()
+    with torch.no_grad():  # make the end token likely enough that rows finish at different steps
+        model.model.embed_tokens.weight[EOS] *= eos_bias
+    return model
+
+
+def plain(model, contexts, **sampling) -> list[list[int]]:
+    """``model.generate`` on the left-padded batch, cut after each row's end token."""
+    width = max(len(c) for c in contexts)
+    ids = torch.full((len(contexts), width), PAD)
+    mask = torch.zeros_like(ids)
+    for row, context in enumerate(contexts):
+        ids[row, width - len(context):] = torch.tensor(context)
+        mask[row, width - len(context):] = 1
+    greedy = sampling.pop("greedy")
+    extra = {} if greedy else {"temperature": sampling["temperature"], "top_k": 0,
+                               "top_p": sampling.get("top_p", 1.0)}
+    if not greedy and sampling.get("min_p", 0) > 0:
+        extra["min_p"] = sampling["min_p"]
+    out = model.generate(input_ids=ids, attention_mask=mask, do_sample=not greedy,
+                         max_new_tokens=sampling["max_new_tokens"], pad_token_id=PAD, eos_token_id=EOS,
+                         **extra)[:, width:].tolist()
+    return [row[: row.index(EOS) + 1] if EOS in row else row for row in out]
+
+
+def lean(model, contexts, **sampling) -> list[list[int]]:
+    return decode.generate(model, contexts, eos=EOS, **sampling)
+
+
+def grouped_contexts(seed: int, prompts: int, group: int) -> list[list[int]]:
+    """``prompts`` distinct contexts of different lengths, each repeated ``group`` times
+    (a rollout's first turn), shuffled so a prompt's rows are not adjacent."""
+    rng = random.Random(seed)
+    distinct = [[rng.randrange(3, VOCAB) for _ in range(rng.randrange(4, 20))] for _ in range(prompts)]
+    contexts = [list(c) for c in distinct for _ in range(group)]
+    rng.shuffle(contexts)
+    return contexts
+
+
+CASES = {
+    "sampled": dict(temperature=1.0, greedy=False, max_new_tokens=24),
+    "greedy": dict(temperature=0.5, greedy=True, max_new_tokens=24),
+    "warped": dict(temperature=0.7, greedy=False, max_new_tokens=24, top_p=0.8, min_p=0.05),
+    "one token": dict(temperature=1.0, greedy=False, max_new_tokens=1),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("kv_heads", [4, 2])
+def test_lean_loop_samples_what_generate_samples(case: str, kv_heads: int) -> None:
+    model = tiny_qwen(0, kv_heads=kv_heads)
+    contexts = grouped_contexts(1, prompts=5, group=6)
+    torch.manual_seed(7)
+    expected = plain(model, contexts, **CASES[case])
+    torch.manual_seed(7)
+    got = lean(model, contexts, **CASES[case])
+    assert got == expected
+    if case == "sampled":  # the comparison covered rows stopping at different steps
+        assert len({len(row) for row in got}) > 3 and any(row[-1] == EOS for row in got)
+
+
+def test_lean_loop_with_every_context_distinct() -> None:
+    """Later turns: no prompt repeats, lengths differ."""
+    model = tiny_qwen(3)
+    contexts = grouped_contexts(4, prompts=12, group=1)
+    torch.manual_seed(11)
+    expected = plain(model, contexts, **CASES["sampled"])
+    torch.manual_seed(11)
+    assert lean(model, contexts, **CASES["sampled"]) == expected
+
+
+def test_lean_loop_leaves_the_generator_where_generate_does() -> None:
+    """The next draw after generating is the same: a rollout's later turns stay in step."""
+    model = tiny_qwen(5)
+    contexts = grouped_contexts(6, prompts=3, group=4)
+    torch.manual_seed(2)
+    plain(model, contexts, **CASES["sampled"])
+    after_plain = torch.rand(3)
+    torch.manual_seed(2)
+    lean(model, contexts, **CASES["sampled"])
+    assert torch.equal(torch.rand(3), after_plain)
+
+
+def test_models_the_loop_does_not_know_fall_back_with_a_reason() -> None:
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=1, n_head=2))
+    assert "gpt2" in decode.unsupported(gpt2)
+    qwen = tiny_qwen(0)
+    assert decode.unsupported(qwen) is None
+    qwen.generation_config.repetition_penalty = 1.1
+    assert "repetition_penalty" in decode.unsupported(qwen)
+
+
+def full_pair_scores(model, contexts, responses):
+    """Each pair through the model in full: summed log-prob and entropy of the response."""
+    logprobs = torch.zeros(len(responses), len(contexts), dtype=torch.float64)
+    entropy = torch.zeros_like(logprobs)
+    with torch.no_grad():
+        for c, context in enumerate(contexts):
+            for r, response in enumerate(responses):
+                logits = model(input_ids=torch.tensor([context + response])).logits[0, len(context) - 1 : -1]
+                log_probs = torch.log_softmax(logits.float(), -1)
+                logprobs[r, c] = float(log_probs.gather(-1, torch.tensor(response)[:, None]).sum())
+                entropy[r, c] = float(-(log_probs.exp() * log_probs).sum())
+    return logprobs, entropy
+
+
+@pytest.mark.parametrize("pairs", [256, 5])
+@pytest.mark.parametrize("kv_heads", [4, 2])
+def test_cross_scoring_equals_scoring_every_pair_in_full(monkeypatch, pairs: int, kv_heads: int) -> None:
+    """Chunks of 5 pairs split a context's responses across chunks; 256 takes several
+    contexts at once."""
+    monkeypatch.setattr(cross_scoring, "PAIRS", pairs)
+    model = tiny_qwen(8, kv_heads=kv_heads)
+    rng = random.Random(9)
+    contexts = grouped_contexts(10, prompts=4, group=1)
+    responses = [[rng.randrange(3, VOCAB) for _ in range(n)] for n in (1, 7, 3, 12, 1, 5)]
+    logprobs, entropy = cross_scoring.cross_score(model, contexts, responses, PAD)
+    want_logprobs, want_entropy = full_pair_scores(model, contexts, responses)
+    assert logprobs.shape == (6, 4)
+    assert torch.allclose(logprobs, want_logprobs, atol=1e-4, rtol=0)
+    assert torch.allclose(entropy, want_entropy, atol=1e-4, rtol=0)
