@@ -3,7 +3,8 @@
 ``threads: auto`` (the default) picks the count from the machine when the run starts:
 ``MIRAGE_THREADS`` when set; otherwise the cores this process may use (CPU affinity), capped
 by the cgroup CPU quota (containers), by the physical cores (hyper-threads share one
-core's arithmetic units), and by the cores the last minute's load leaves idle. A whole
+core's arithmetic units), and by the cores idle at that moment (the idle share of CPU
+time over 0.3 s; the load average where that is not readable). A whole
 number in the config is used as it is (sweeps pin one thread per cell). The choice and
 its reason are recorded with the run's backend facts.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,8 +75,29 @@ def physical_cores(cpus: set[int] | None = None, root: Path = Path("/sys/devices
     return len(cores) or None
 
 
-def idle_cores(cpus: int) -> int:
-    """Of ``cpus``, how many the last minute's load average leaves idle (at least 1)."""
+def idle_share(window: float = 0.3, stat: Path = Path("/proc/stat")) -> float | None:
+    """The share of the machine's CPU time that was idle over the next ``window`` seconds
+    (``/proc/stat``), or None where it is not readable."""
+
+    def sample() -> tuple[int, int]:
+        fields = [int(x) for x in stat.read_text().split("\n", 1)[0].split()[1:]]
+        return sum(fields[:8]), fields[3] + fields[4]  # all but guest time; idle + iowait
+
+    try:
+        total, idle = sample()
+        time.sleep(window)
+        total2, idle2 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    return (idle2 - idle) / (total2 - total) if total2 > total else None
+
+
+def idle_cores(cpus: int, share: float | None = None) -> int:
+    """Of ``cpus``, how many are idle now (at least 1): from the idle share of CPU time
+    measured over a moment, else from the last minute's load average (which lags: it still
+    counts work that just ended and not yet work that just began)."""
+    if share is not None:
+        return max(1, min(cpus, math.floor(cpus * share + 0.5)))
     try:
         load = os.getloadavg()[0]
     except OSError:
@@ -99,7 +122,7 @@ def choose(requested: int | str, environ: os._Environ | dict = os.environ) -> Th
     physical = physical_cores()
     if physical is not None:
         limits["physical cores"] = physical
-    limits["idle cores"] = idle_cores(cpus)
+    limits["idle cores"] = idle_cores(cpus, idle_share())
     binding = min(limits, key=limits.get)
     return ThreadChoice(limits[binding], f"auto: {binding} ({', '.join(f'{k} {v}' for k, v in limits.items())})")
 

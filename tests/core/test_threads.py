@@ -55,19 +55,34 @@ def test_hyper_threads_count_as_one_physical_core(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("load", "idle"), [(0.0, 4), (1.2, 3), (3.6, 1), (9.0, 1)])
-def test_load_leaves_fewer_idle_cores(monkeypatch, load: float, idle: int) -> None:
+def test_without_a_measured_share_the_load_average_decides(monkeypatch, load: float, idle: int) -> None:
     monkeypatch.setattr(threads.os, "getloadavg", lambda: (load, load, load))
     assert threads.idle_cores(4) == idle
+
+
+@pytest.mark.parametrize(("share", "idle"), [(1.0, 4), (0.7, 3), (0.3, 1), (0.0, 1)])
+def test_the_measured_idle_share_decides_over_the_load_average(monkeypatch, share: float, idle: int) -> None:
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (9.0, 9.0, 9.0))
+    assert threads.idle_cores(4, share) == idle
+
+
+def test_idle_share_reads_proc_stat(tmp_path: Path, monkeypatch) -> None:
+    stat = tmp_path / "stat"
+    readings = iter(["cpu  100 0 100 800 0 0 0 0 0 0\n", "cpu  250 0 100 850 0 0 0 0 0 0\n"])
+    monkeypatch.setattr(threads.time, "sleep", lambda seconds: stat.write_text(next(readings)))
+    stat.write_text(next(readings))
+    assert threads.idle_share(0.1, stat) == pytest.approx(50 / 200)
+    assert threads.idle_share(0.1, tmp_path / "absent") is None
 
 
 def test_auto_takes_the_tightest_limit_and_names_it(monkeypatch) -> None:
     monkeypatch.setattr(threads, "usable_cpus", lambda: 8)
     monkeypatch.setattr(threads, "cgroup_quota", lambda: 2.5)
     monkeypatch.setattr(threads, "physical_cores", lambda: 4)
-    monkeypatch.setattr(threads.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
+    monkeypatch.setattr(threads, "idle_share", lambda: 0.9)
     choice = threads.choose("auto", {})
     assert choice.count == 2 and choice.reason.startswith("auto: cgroup quota")
-    monkeypatch.setattr(threads.os, "getloadavg", lambda: (7.0, 7.0, 7.0))
+    monkeypatch.setattr(threads, "idle_share", lambda: 0.1)
     choice = threads.choose("auto", {})
     assert choice.count == 1 and choice.reason.startswith("auto: idle cores")
 
