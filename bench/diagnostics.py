@@ -82,7 +82,7 @@ def main() -> None:
         reasonings = [z for z in (session.backend.encode(t.reasoning) for t in turns) if z]
         backend = session.backend
         reuse_s, reused = timed(lambda: backend.cross_score(columns, reasonings), args.repeats)
-        copy_s, copied = timed(lambda: backend._cross_score_copying(columns, reasonings), args.repeats)
+        copy_s, copied = timed(lambda: backend.cross_score_copied(columns, reasonings), args.repeats)
         full_s, full = timed(lambda: backend.cross_score(columns, reasonings, reuse_prefix=False), args.repeats)
         scoring[scope] = {
             "shape": f"{len(reasonings)} x {len(columns)}",

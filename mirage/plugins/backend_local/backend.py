@@ -142,7 +142,7 @@ class LocalBackend(Backend):
         picked = logits.gather(1, positions[:, :, None].expand(-1, -1, logits.size(-1)))
         targets = ids.gather(1, (positions + 1).clamp(max=width - 1))
         m = resp_mask.float()
-        return PolicyOutput(*_token_stats(picked, targets, m), m)
+        return PolicyOutput(*cross_scoring.token_stats(picked, targets, m), m)
 
     @torch.no_grad()
     def score(self, contexts, responses) -> PolicyOutput:
@@ -168,10 +168,12 @@ class LocalBackend(Backend):
         if decode.unsupported(self.model) is None:
             return CrossScores(*cross_scoring.cross_score(self.model, contexts, responses,
                                                           self.tokenizer.pad_token_id))
-        return self._cross_score_copying(contexts, responses)
+        return self.cross_score_copied(contexts, responses)
 
     @torch.no_grad()
-    def _cross_score_copying(self, contexts, responses) -> CrossScores:
+    def cross_score_copied(self, contexts, responses) -> CrossScores:
+        """Cross-scoring for any causal LM: each context's transformers cache is copied
+        for every chunk of responses (bench/diagnostics.py compares it with the shared one)."""
         lengths = torch.tensor([len(r) for r in responses])
         width = max(int(lengths.max()), 1)
         ids = torch.full((len(responses), width), self.tokenizer.pad_token_id, dtype=torch.long)
@@ -192,7 +194,8 @@ class LocalBackend(Backend):
                     cache.batch_repeat_interleave(chunk.size(0))
                     rest = self.model(input_ids=chunk[:, :-1], past_key_values=cache, use_cache=True)
                     logits = torch.cat([logits, rest.logits.float()], dim=1)
-                picked, spread = _token_stats(logits, chunk, mask[start : start + SCORE_CHUNK].float())
+                chunk_mask = mask[start : start + SCORE_CHUNK].float()
+                picked, spread = cross_scoring.token_stats(logits, chunk, chunk_mask)
                 logprobs[start : start + chunk.size(0), column] = picked.sum(-1).double().cpu()
                 entropy[start : start + chunk.size(0), column] = spread.sum(-1).double().cpu()
         return CrossScores(logprobs, entropy)
@@ -282,16 +285,6 @@ class LocalBackend(Backend):
             self.init_critic(saved["critic_lr"])  # the structure; the weights follow
             self.critic.load_state_dict(torch.load(directory / "critic.pt"))
             self.critic_optimizer.load_state_dict(torch.load(directory / "critic_optimizer.pt"))
-
-
-def _token_stats(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Masked log-probs of ``targets`` ``[B, L]`` and policy entropies ``[B, L]`` from the
-    next-token ``logits`` ``[B, L, V]`` that predict them."""
-    log_probs = F.log_softmax(logits, dim=-1)
-    picked = log_probs.gather(-1, targets[:, :, None]).squeeze(-1)
-    entropy = -(log_probs.exp() * log_probs).sum(-1)
-    return picked * mask, entropy * mask
 
 
 def _concat(parts: list[PolicyOutput]) -> PolicyOutput:

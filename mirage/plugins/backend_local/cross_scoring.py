@@ -19,12 +19,14 @@ PAIRS = 256  # pairs teacher-forced at once, fewer where their logits would pass
 LOGITS = 2**25  # floats of logits per chunk (128 MB in float32)
 
 
-def _token_stats(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Summed log-probs of ``targets`` ``[B, L]`` and summed entropies along ``mask``."""
+def token_stats(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Masked log-probs of ``targets`` ``[B, L]`` and policy entropies ``[B, L]`` from the
+    next-token ``logits`` ``[B, L, V]`` that predict them."""
     log_probs = F.log_softmax(logits, dim=-1)
-    picked = log_probs.gather(-1, targets[..., None]).squeeze(-1)
+    picked = log_probs.gather(-1, targets[:, :, None]).squeeze(-1)
     entropy = -(log_probs.exp() * log_probs).sum(-1)
-    return (picked * mask).sum(-1), (entropy * mask).sum(-1)
+    return picked * mask, entropy * mask
 
 
 @torch.no_grad()
@@ -78,5 +80,5 @@ def _block(model, keys, values, lengths, first, block: slice, ids: torch.Tensor,
 
         hidden = prompt_cache.layers(model, inputs, positions, attend)
         logits = torch.cat([last, prompt_cache.logits(model, hidden)], dim=1)
-    picked, spread = _token_stats(logits, ids.repeat(contexts, 1), mask.repeat(contexts, 1))
-    return picked.view(contexts, count).T, spread.view(contexts, count).T
+    picked, spread = token_stats(logits, ids.repeat(contexts, 1), mask.repeat(contexts, 1))
+    return picked.sum(-1).view(contexts, count).T, spread.sum(-1).view(contexts, count).T
