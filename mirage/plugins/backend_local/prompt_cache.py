@@ -30,7 +30,7 @@ class PromptCache:
     keys: list[torch.Tensor]
     values: list[torch.Tensor]
     prompt: torch.Tensor  # [R] the prompt each row continues
-    slot: torch.Tensor = None
+    slot: torch.Tensor | None = None  # computed from ``prompt`` when not given
     per_prompt: int = 0
 
     def __post_init__(self):
@@ -46,8 +46,8 @@ class PromptCache:
     def select(self, rows: torch.Tensor) -> PromptCache:
         """The cache of ``rows`` only (its own parts copied, the prompts' shared)."""
         return PromptCache(self.prompt_keys, self.prompt_values, self.prompt_length,
-                      [k.index_select(0, rows) for k in self.keys], [v.index_select(0, rows) for v in self.values],
-                      self.prompt[rows])
+                           [k.index_select(0, rows) for k in self.keys],
+                           [v.index_select(0, rows) for v in self.values], self.prompt[rows])
 
     def by_prompt(self, x: torch.Tensor) -> torch.Tensor:
         """Rows' ``x`` ``[R, KV, M, N]`` laid out per prompt ``[U * KV, per_prompt * M, N]``
