@@ -20,8 +20,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from mirage.core.batch import Batch, Selection, make_batch
 from mirage.core import threads
+from mirage.core.batch import Batch, Selection, make_batch
 from mirage.core.config import FilterConfig, RunConfig
 from mirage.core.plugin_results import check_metrics, check_selection
 from mirage.core.plugins import Plugins, build_plugins
@@ -270,8 +270,8 @@ def execute(
         config, resume_from = plan_resume(Path(db), resume, extend_to)
     assert config is not None
     env_options = validate_config(config, plugins)
+    chosen = threads.apply_checked(config.threads)
     store = RunStore(db)  # only after validation: a rejected run writes nothing
-    chosen = threads.apply(config.threads)
     run_id = resume or new_run_id()
     session = open_session(config, plugins, env_options)
     facts = session.backend.prepare(session.env_cls, cache_dir())

@@ -18,7 +18,6 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from mirage.core import threads
 from mirage.core.config import RunConfig
 from mirage.core.plugins import Plugins, build_plugins
@@ -137,7 +136,7 @@ def run_preflight(config: RunConfig, plugins: Plugins | None = None) -> Prefligh
         )
     plugins = plugins or build_plugins()
     env_options = validate_config(config, plugins)
-    threads.apply(config.threads)
+    threads.apply_checked(config.threads)
     session = open_session(config, plugins, env_options)
     facts = session.backend.prepare(session.env_cls, cache_dir())
     metrics, batch = run_step(session, 0)

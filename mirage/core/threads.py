@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from mirage.core.validate import ConfigError
+
 ENV = "MIRAGE_THREADS"
 
 
@@ -132,3 +134,12 @@ def apply(requested: int | str) -> ThreadChoice:
     choice = choose(requested)
     torch.set_num_threads(choice.count)
     return choice
+
+
+def apply_checked(requested: int | str) -> ThreadChoice:
+    """``apply``, with a bad ``MIRAGE_THREADS`` refused as a configuration error (the CLI's
+    one-line message and exit status 2) before a run writes anything."""
+    try:
+        return apply(requested)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None

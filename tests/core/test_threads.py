@@ -11,7 +11,7 @@ import torch
 
 from mirage.core import threads
 from mirage.core.loop import execute
-from mirage.core.validate import build_config
+from mirage.core.validate import ConfigError, build_config
 
 
 def test_a_configured_count_is_used_as_it_is() -> None:
@@ -103,3 +103,11 @@ def test_a_run_records_the_threads_it_chose(tiny_config, tmp_path: Path, monkeyp
                               [run_id]).fetchall()[0][0]
     facts = json.loads(message)
     assert (facts["threads"], facts["threads_reason"]) == (1, "MIRAGE_THREADS=1")
+
+
+def test_a_bad_override_stops_a_run_before_it_writes(tiny_config, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MIRAGE_THREADS", "lots")
+    db = tmp_path / "runs.duckdb"
+    with pytest.raises(ConfigError, match="MIRAGE_THREADS='lots'"):
+        execute(build_config(tiny_config() | {"threads": "auto"}), db, progress=False)
+    assert not db.exists()
