@@ -125,3 +125,17 @@ def _expand_braces(pattern: str) -> list[str]:
         return [pattern]
     head, tail = pattern[: match.start()], pattern[match.end() :]
     return [name for option in match.group(1).split(",") for name in _expand_braces(head + option + tail)]
+
+
+@pytest.fixture
+def populated_store(tmp_path: Path) -> Path:
+    """A store that already holds one run with a step, a group and an event."""
+    from mirage.core.config import RunConfig
+    from mirage.core.store import GroupRow, RunStore
+
+    db = tmp_path / "store" / "runs.duckdb"
+    store = RunStore(db)
+    store.create_run("existing", RunConfig().model_dump(mode="json"), [], None, seed=0)
+    store.record_step("existing", 0, {"train/return": 0.5}, [GroupRow(0, 1, 0.5, 0.25, 0.5, True)])
+    store.record_event("existing", 0, "backend", "{}")
+    return db

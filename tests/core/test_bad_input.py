@@ -13,8 +13,6 @@ import yaml
 from typer.testing import CliRunner
 
 from mirage.core.cli import app
-from mirage.core.config import RunConfig
-from mirage.core.store import GroupRow, RunStore
 
 NOT_UTF8 = b"steps: 3\n# caf\xe9 \xff\xfe\n"
 
@@ -128,36 +126,27 @@ def digest(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-@pytest.fixture
-def held_store(tmp_path: Path) -> Path:
-    db = tmp_path / "store" / "runs.duckdb"
-    store = RunStore(db)
-    store.create_run("existing", RunConfig().model_dump(mode="json"), [], None, seed=0)
-    store.record_step("existing", 0, {"train/return": 0.5}, [GroupRow(0, 1, 0.5, 0.25, 0.5, True)])
-    return db
-
-
 def test_the_list_holds_at_least_forty_cases():
     assert len(CASES) >= 40
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input_is_refused_in_one_line_with_the_store_byte_identical(case, held_store, tmp_path,
+def test_bad_input_is_refused_in_one_line_with_the_store_byte_identical(case, populated_store, tmp_path,
                                                                         monkeypatch):
     inputs = tmp_path / "inputs"
     inputs.mkdir()
     _write_inputs(inputs)
     monkeypatch.chdir(tmp_path)  # a relative --model resolves here
     args, fragments = CASES[case]
-    argv = [a.format(tmp=inputs, db=held_store) for a in args]
+    argv = [a.format(tmp=inputs, db=populated_store) for a in args]
     if argv[0] in ("run", "sweep") and "--db" not in argv:
-        argv += ["--db", str(held_store)]
-    before = digest(held_store.parent), digest(inputs)
+        argv += ["--db", str(populated_store)]
+    before = digest(populated_store.parent), digest(inputs)
     result = CliRunner().invoke(app, argv, env={"COLUMNS": "200"})
     assert result.exit_code == 2, (result.stdout, result.stderr, result.exception)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     for fragment in fragments:
         assert fragment in lines[0], f"{fragment!r} not in {lines[0]!r}"
-    assert (digest(held_store.parent), digest(inputs)) == before
+    assert (digest(populated_store.parent), digest(inputs)) == before
     assert not Path("/proc/mirage-test").exists()

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from mirage.core.cli import app
 from mirage.core.config import RunConfig
-from mirage.core.store import GroupRow, RunStore
+from mirage.core.store import RunStore
 
 # (extra arguments, fragments the one-line message must contain)
 BAD_INPUTS = {
@@ -35,17 +35,6 @@ BAD_INPUTS = {
     "env option without =": (["--env-opt", "slip"], ["--env-opt", "'slip'"]),
     "unknown run to resume": (["--resume", "nosuch-run"], ["'nosuch-run'"]),
 }
-
-
-@pytest.fixture
-def populated_store(tmp_path: Path) -> Path:
-    """A store that already holds one run with a step, a group and an event."""
-    db = tmp_path / "store" / "runs.duckdb"
-    store = RunStore(db)
-    store.create_run("existing", RunConfig().model_dump(mode="json"), [], None, seed=0)
-    store.record_step("existing", 0, {"train/return": 0.5}, [GroupRow(0, 1, 0.5, 0.25, 0.5, True)])
-    store.record_event("existing", 0, "backend", "{}")
-    return db
 
 
 def files_under(path: Path) -> list[Path]:
