@@ -139,3 +139,36 @@ def populated_store(tmp_path: Path) -> Path:
     store.record_step("existing", 0, {"train/return": 0.5}, [GroupRow(0, 1, 0.5, 0.25, 0.5, True)])
     store.record_event("existing", 0, "backend", "{}")
     return db
+
+
+def component_plugins(name: str, *, filters: dict | None = None, diagnostics: dict | None = None):
+    """Plugins with a throwaway plugin module ``name`` (version 0.0.1) that registers the
+    given filter and diagnostic classes by name, beside the built-ins."""
+    from types import ModuleType
+
+    from mirage.core.hookspecs import hookimpl
+    from mirage.core.plugins import build_plugins
+
+    module = ModuleType(name)
+    module.__version__ = "0.0.1"
+    if filters:
+        @hookimpl
+        def mirage_register_filters(register):
+            for component, cls in filters.items():
+                register(component, cls)
+
+        module.mirage_register_filters = mirage_register_filters
+    if diagnostics:
+        @hookimpl
+        def mirage_register_diagnostics(register):
+            for component, cls in diagnostics.items():
+                register(component, cls)
+
+        module.mirage_register_diagnostics = mirage_register_diagnostics
+    return build_plugins(extra=[(name, module)])
+
+
+@pytest.fixture(scope="session")
+def make_plugins() -> Callable[..., object]:
+    """The ``component_plugins`` helper as a fixture."""
+    return component_plugins

@@ -3,15 +3,14 @@ stops the run with an error naming its plugin, a filter that keeps nothing stops
 after ``max_empty_steps``, the loop's loss scale reaches the update, and the installed
 example package works through the real ``core run --filter best_half``.
 
-Throwaway plugins are registered with ``build_plugins(extra=...)`` and passed to
-``execute``; every run uses the tiny config from conftest.
+Throwaway plugins are registered with ``build_plugins(extra=...)`` (conftest's
+``make_plugins``) and passed to ``execute``; every run uses the tiny config from conftest.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from types import ModuleType
 
 import pytest
 from typer.testing import CliRunner
@@ -19,9 +18,7 @@ from typer.testing import CliRunner
 from mirage.core import loop
 from mirage.core.batch import Batch, Selection
 from mirage.core.cli import app
-from mirage.core.hookspecs import hookimpl
 from mirage.core.loop import EmptyStepsError, FilterError, execute
-from mirage.core.plugins import build_plugins
 from mirage.core.store import RunStore
 from mirage.core.validate import build_config
 
@@ -58,23 +55,10 @@ class FirstFilter:
         return Selection([0])
 
 
-def boom_module() -> ModuleType:
-    module = ModuleType("boom_plugin")
-    module.__version__ = "0.0.1"
-
-    @hookimpl
-    def mirage_register_filters(register):
-        register("boom", BoomFilter)
-        register("nothing", NothingFilter)
-        register("first", FirstFilter)
-
-    module.mirage_register_filters = mirage_register_filters
-    return module
-
-
 @pytest.fixture
-def boom_plugins():
-    return build_plugins(extra=[("boom_plugin", boom_module())])
+def boom_plugins(make_plugins):
+    return make_plugins("boom_plugin",
+                        filters={"boom": BoomFilter, "nothing": NothingFilter, "first": FirstFilter})
 
 
 def metric_table(store: RunStore, run_id: str) -> dict[tuple[int, str], float]:

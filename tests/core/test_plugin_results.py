@@ -5,7 +5,6 @@ whole run stops on them as ``failed`` with the earlier steps kept."""
 from __future__ import annotations
 
 import math
-from types import ModuleType
 
 import numpy as np
 import pytest
@@ -14,10 +13,8 @@ from typer.testing import CliRunner
 from mirage.core import loop
 from mirage.core.batch import Batch, Selection, make_batch
 from mirage.core.cli import app
-from mirage.core.hookspecs import hookimpl
 from mirage.core.loop import execute
 from mirage.core.plugin_results import PluginResultError, check_metrics, check_selection
-from mirage.core.plugins import build_plugins
 from mirage.core.store import RunStore
 from mirage.core.validate import build_config
 
@@ -106,26 +103,10 @@ class InfiniteDiagnostic:
         return {"bad/score": math.inf if batch.step >= 2 else 1.0}
 
 
-def bad_module() -> ModuleType:
-    module = ModuleType("bad_plugin")
-    module.__version__ = "0.0.1"
-
-    @hookimpl
-    def mirage_register_filters(register):
-        register("negative", NegativeFilter)
-
-    @hookimpl
-    def mirage_register_diagnostics(register):
-        register("infinite", InfiniteDiagnostic)
-
-    module.mirage_register_filters = mirage_register_filters
-    module.mirage_register_diagnostics = mirage_register_diagnostics
-    return module
-
-
 @pytest.fixture
-def bad_plugins():
-    return build_plugins(extra=[("bad_plugin", bad_module())])
+def bad_plugins(make_plugins):
+    return make_plugins("bad_plugin", filters={"negative": NegativeFilter},
+                             diagnostics={"infinite": InfiniteDiagnostic})
 
 
 @pytest.mark.slow
