@@ -21,10 +21,9 @@ import time
 import torch
 
 from mirage.core.batch import make_batch
-from mirage.core.loop import cache_dir, open_session, step_seeds
-from mirage.core.plugins import build_plugins
-from mirage.core.validate import build_config, validate_config
+from mirage.core.loop import step_seeds
 from mirage.plugins.backend_local import decode
+from common import prepared_session  # bench/common.py, beside this script
 
 
 def main() -> None:
@@ -38,10 +37,8 @@ def main() -> None:
     data: dict = {"seed": 0, "threads": args.threads, "rollout": {"prompts": args.prompts, "group_size": args.group}}
     if args.env:
         data["env"] = {"name": args.env}
-    config = build_config(data)
-    plugins = build_plugins()
-    session = open_session(config, plugins, validate_config(config, plugins))
-    session.backend.prepare(session.env_cls, cache_dir())
+    session = prepared_session(data)
+    config = session.config
     torch.set_num_threads(args.threads)
     backend = session.backend
     torch.manual_seed(0)

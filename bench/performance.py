@@ -21,9 +21,9 @@ import time
 import torch
 
 from mirage.core import threads
-from mirage.core.loop import cache_dir, open_session, run_step
-from mirage.core.plugins import build_plugins
-from mirage.core.validate import build_config, validate_config
+from mirage.core.loop import run_step
+from mirage.core.validate import build_config
+from common import prepared_session  # bench/common.py, beside this script
 
 
 def matmul_rate(shape: tuple[int, int, int], repeats: int = 20) -> float:
@@ -46,7 +46,6 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="[default: the thread policy]")
     args = parser.parse_args()
     chosen = threads.apply(args.threads or "auto")
-    plugins = build_plugins()
     base = build_config({"seed": 0})
     hidden = base.model.hidden
     peak = max(matmul_rate((4096, hidden, 3 * hidden)), matmul_rate((4096, 3 * hidden, hidden)))
@@ -55,10 +54,9 @@ def main() -> None:
     print(f"{'P x G':>6} {'step s':>7} {'stage':<8} {'share':>6} {'tokens/s':>9} {'of limit':>9}  notes")
     for size in args.sizes:
         prompts, group = (int(x) for x in size.split("x"))
-        config = build_config({"seed": 0, "threads": chosen.count, "diagnostics": {"names": []},
-                               "rollout": {"prompts": prompts, "group_size": group}})
-        session = open_session(config, plugins, validate_config(config, plugins))
-        session.backend.prepare(session.env_cls, cache_dir())
+        session = prepared_session({"seed": 0, "threads": chosen.count, "diagnostics": {"names": []},
+                                    "rollout": {"prompts": prompts, "group_size": group}})
+        config = session.config
         params = sum(p.numel() for p in session.backend.model.parameters())
         stats: dict[str, list[float]] = {}
         for step in range(1, args.iterations + 2):

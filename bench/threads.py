@@ -21,9 +21,8 @@ import statistics
 import torch
 
 from mirage.core import threads
-from mirage.core.loop import cache_dir, open_session, run_step
-from mirage.core.plugins import build_plugins
-from mirage.core.validate import build_config, validate_config
+from mirage.core.loop import run_step
+from common import prepared_session  # bench/common.py, beside this script
 
 STAGES = ["time/rollout", "time/score", "time/update", "time/step"]
 
@@ -38,11 +37,8 @@ def main() -> None:
     data: dict = {"seed": 0, "threads": 1, "diagnostics": {"names": []}}
     if args.env:
         data["env"] = {"name": args.env}
-    config = build_config(data)
-    plugins = build_plugins()
-    session = open_session(config, plugins, validate_config(config, plugins))
-    session.backend.prepare(session.env_cls, cache_dir())
-    backend = session.backend
+    session = prepared_session(data)
+    config, backend = session.config, session.backend
     start = copy.deepcopy(backend.model.state_dict()), copy.deepcopy(backend.optimizer.state_dict())
     counts = [1, args.threads]
     times = {n: {stage: [] for stage in STAGES} for n in counts}

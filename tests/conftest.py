@@ -149,22 +149,18 @@ def component_plugins(name: str, *, filters: dict | None = None, diagnostics: di
     from mirage.core.hookspecs import hookimpl
     from mirage.core.plugins import build_plugins
 
+    def registrar(components: dict):
+        @hookimpl
+        def register_all(register):
+            for component, cls in components.items():
+                register(component, cls)
+        return register_all
+
     module = ModuleType(name)
     module.__version__ = "0.0.1"
-    if filters:
-        @hookimpl
-        def mirage_register_filters(register):
-            for component, cls in filters.items():
-                register(component, cls)
-
-        module.mirage_register_filters = mirage_register_filters
-    if diagnostics:
-        @hookimpl
-        def mirage_register_diagnostics(register):
-            for component, cls in diagnostics.items():
-                register(component, cls)
-
-        module.mirage_register_diagnostics = mirage_register_diagnostics
+    for hook, components in (("mirage_register_filters", filters), ("mirage_register_diagnostics", diagnostics)):
+        if components:
+            setattr(module, hook, registrar(components))  # pluggy matches hooks by attribute name
     return build_plugins(extra=[(name, module)])
 
 
