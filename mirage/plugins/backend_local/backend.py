@@ -156,9 +156,10 @@ class LocalBackend(Backend):
     @torch.no_grad()
     def cross_score(self, contexts, responses, *, reuse_prefix: bool = True) -> CrossScores:
         """Each context is encoded once and every response teacher-forced after it
-        (cross_scoring.py: its keys and values are read, never copied, by all its pairs; for
-        models the lean loop does not know, its cache is copied per chunk of responses).
-        ``reuse_prefix=False``: every pair in full."""
+        (cross_scoring.py: its keys and values are laid once per layer and chunk of pairs
+        beside theirs; for models the lean loop does not know, transformers' cache is
+        deep-copied, repeated and extended per chunk). ``reuse_prefix=False``: every pair
+        in full."""
         if not reuse_prefix:
             return super().cross_score(contexts, responses)
         if not contexts or not responses:

@@ -4,8 +4,9 @@ each context computed once.
 Each context is prefilled once (prompt_cache.prefill); its last logits predict every
 response's first token; the responses' other tokens run through the model in chunks of
 pairs, each pair attending to its context's cached keys (laid once per layer and chunk
-beside the pair's own keys, for one fused attention call). Results equal scoring every pair in full within float rounding
-(tests/plugins/test_diagnostics_policy.py compares them; bench/diagnostics.py times them).
+beside the pair's own keys, for one fused attention call). Results equal scoring every
+pair in full within float rounding (tests/plugins/test_decode.py and
+tests/plugins/test_diagnostics_policy.py compare them; bench/diagnostics.py times them).
 """
 
 from __future__ import annotations
