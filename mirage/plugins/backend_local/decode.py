@@ -76,15 +76,14 @@ def generate(model, contexts: list[list[int]], *, eos: int, temperature: float, 
     distinct: dict[tuple[int, ...], int] = {}
     prompt = torch.tensor([distinct.setdefault(tuple(c), len(distinct)) for c in contexts], device=device)
     keys, values, lengths, logits = prompt_cache.prefill(model, [list(c) for c in distinct])
+    logits = logits.index_select(0, prompt)  # each row's first next-token logits
     if len(distinct) * int(torch.bincount(prompt).max()) > SHARE_WASTE * batch:
         # Too uneven to share (most prompts once, a few many times): each row gets its
         # own copy of its prompt, once, rather than padding every prompt's rows per step.
         keys, values = [k.index_select(0, prompt) for k in keys], [v.index_select(0, prompt) for v in values]
-        lengths, logits = lengths.index_select(0, prompt), logits.index_select(0, prompt)
-        prompt = torch.arange(batch, device=device)
+        lengths, prompt = lengths.index_select(0, prompt), torch.arange(batch, device=device)
     cache = prompt_cache.PromptCache(keys, values, lengths, prompt_cache.zeros(model, batch, max_new_tokens),
                                      prompt_cache.zeros(model, batch, max_new_tokens), prompt)
-    logits = logits.index_select(0, prompt)
     rows = torch.arange(batch, device=device)  # the batch row each cache row decodes
     warpers = _processors(temperature, top_p, min_p)
     running = torch.ones(batch, dtype=torch.bool, device=device)
