@@ -39,15 +39,23 @@ def signature(study: Study, run_id: str) -> dict:
     start = table[H_COND].iloc[0]
     hit = table[(table[RETRIEVAL] <= table[CHANCE] + MARGIN) & (table[H_COND] >= ENTROPY_RATIO * start)]
     step = int(hit.index[0]) if len(hit) else None
-    broken = table[table[FORMAT] < DEGENERATE_FORMAT] if FORMAT in table else table.iloc[0:0]
+    broken = _first_degenerate(table)
     return {
-        "degenerate from": f"step {int(broken.index[0])}" if len(broken) else "never",
+        "degenerate from": "never" if broken is None else f"step {broken}",
         "signature at": "never" if step is None else f"step {step}",
         "format valid there": float(table.loc[step, FORMAT]) if step is not None and FORMAT in table else None,
         "lowest retrieval": float(table[RETRIEVAL].min()),
         "highest H(Z|X) / start": float(table[H_COND].max() / start) if start > 0 else None,
         "lowest format valid": float(table[FORMAT].min()) if FORMAT in table else None,
     }
+
+
+def _first_degenerate(table: pd.DataFrame) -> int | None:
+    """The first step of ``table`` with format validity below DEGENERATE_FORMAT, or None."""
+    if FORMAT not in table:
+        return None
+    broken = table.index[table[FORMAT] < DEGENERATE_FORMAT]
+    return int(broken[0]) if len(broken) else None
 
 
 def degenerate_step(study: Study, run_id: str) -> float | None:
@@ -57,9 +65,9 @@ def degenerate_step(study: Study, run_id: str) -> float | None:
     table = _per_step(study, run_id)
     if table.empty or FORMAT not in table:
         return None
-    broken = table[table[FORMAT] < DEGENERATE_FORMAT]
-    if len(broken):
-        return float(broken.index[0])
+    broken = _first_degenerate(table)
+    if broken is not None:
+        return float(broken)
     steps = table.index.to_list()
     return float(steps[-1] + (steps[-1] - steps[-2] if len(steps) > 1 else 0))
 
