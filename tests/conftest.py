@@ -141,9 +141,10 @@ def populated_store(tmp_path: Path) -> Path:
     return db
 
 
-def component_plugins(name: str, *, filters: dict | None = None, diagnostics: dict | None = None):
+def component_plugins(name: str, *, filters: dict | None = None, diagnostics: dict | None = None,
+                      loggers: dict | None = None):
     """Plugins with a throwaway plugin module ``name`` (version 0.0.1) that registers the
-    given filter and diagnostic classes by name, beside the built-ins."""
+    given filter, diagnostic and logger classes by name, beside the built-ins."""
     from types import ModuleType
 
     from mirage.core.hookspecs import hookimpl
@@ -158,7 +159,8 @@ def component_plugins(name: str, *, filters: dict | None = None, diagnostics: di
 
     module = ModuleType(name)
     module.__version__ = "0.0.1"
-    for hook, components in (("mirage_register_filters", filters), ("mirage_register_diagnostics", diagnostics)):
+    for hook, components in (("mirage_register_filters", filters), ("mirage_register_diagnostics", diagnostics),
+                             ("mirage_register_loggers", loggers)):
         if components:
             setattr(module, hook, registrar(components))  # pluggy matches hooks by attribute name
     return build_plugins(extra=[(name, module)])

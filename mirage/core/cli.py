@@ -143,6 +143,9 @@ def run(
     val_every: Optional[int] = typer.Option(None, help=f"validate every N steps [default: {_D.validation.every}]"),
     val_episodes: Optional[int] = typer.Option(None, help=f"validation episodes [default: {_D.validation.episodes}]"),
     env_opt: list[str] = typer.Option([], "--env-opt", help="environment option KEY=VALUE (repeatable), e.g. slip=0.1"),
+    logger: list[str] = typer.Option(
+        [], "--logger", help="also log each step's metrics to this logger (repeatable): wandb, "
+        "mlflow, tensorboard or a plugin's; each needs its extra (docs/loggers.md)"),
     config_file: Optional[Path] = typer.Option(None, "--config", help="JSON/YAML file with a (partial) RunConfig"),
     experiment: Optional[str] = typer.Option(None, help="start from this registry.yaml experiment's base config"),
     registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]"),
@@ -164,7 +167,7 @@ def run(
             ("--lr", lr), ("--entropy-coef", entropy_coef), ("--kl-coef", kl_coef),
             ("--val-every", val_every), ("--val-episodes", val_episodes),
             ("--config", config_file), ("--experiment", experiment), ("--registry", registry),
-        ) if value is not None] + (["--env-opt"] if env_opt else [])
+        ) if value is not None] + (["--env-opt"] if env_opt else []) + (["--logger"] if logger else [])
         if given:
             _fail(f"--resume {resume!r} continues the stored config; {', '.join(given)} cannot "
                   "be changed (only --steps, to extend it)")
@@ -177,7 +180,7 @@ def run(
         ("steps", steps), ("seed", seed), ("model.path", model), ("rollout.prompts", prompts),
         ("rollout.group_size", group_size), ("algorithm.lr", lr), ("algorithm.entropy_coef", entropy_coef),
         ("algorithm.kl_coef", kl_coef), ("validation.every", val_every),
-        ("validation.episodes", val_episodes),
+        ("validation.episodes", val_episodes), ("loggers.names", logger or None),
     ], env_opt)
     try:
         config = None if resume else build_config(data)

@@ -1,8 +1,9 @@
-"""Protocols of the named components an algorithm, filter or diagnostic plugin provides."""
+"""Protocols of the named components an algorithm, filter, diagnostic or logger plugin provides."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 if TYPE_CHECKING:
     from mirage.core.batch import Batch, Selection
@@ -41,3 +42,23 @@ class Diagnostic(Protocol):
     def __init__(self, config: "RunConfig") -> None: ...
 
     def measure(self, run: "RunSession", batch: "Batch") -> Mapping[str, float]: ...
+
+
+class Logger(Protocol):
+    """An experiment tracker that mirrors the store (docs/loggers.md). Built as
+    ``cls(options)`` where ``options`` is a ``cls.Options`` (a pydantic model) made from
+    ``loggers.options[name]``. ``open`` is called when the run starts or resumes,
+    ``log`` after each step is stored, ``close`` when the run ends (its status:
+    finished, stopped or failed). A logger that raises is disabled for the rest of the
+    run and a ``logger`` event names it; the run goes on.
+
+    Optional: a classmethod ``missing_requirement() -> str | None``, a one-line reason
+    it cannot run here (its library is not installed), checked before any work."""
+
+    def __init__(self, options: Any) -> None: ...
+
+    def open(self, run_id: str, config: "RunConfig", store_dir: Path, first_step: int) -> None: ...
+
+    def log(self, step: int, metrics: Mapping[str, float]) -> None: ...
+
+    def close(self, status: str) -> None: ...

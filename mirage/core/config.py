@@ -331,6 +331,22 @@ class DiagnosticsConfig(_Section):
         return self
 
 
+class LoggersConfig(_Section):
+    """Experiment trackers that mirror each step's stored metrics (docs/loggers.md). Opt
+    in by name; the DuckDB store stays the source of truth, and a logger never changes
+    what a run computes, so this section is left out of the run's identity
+    (:func:`config_hash`)."""
+
+    names: list[str] = Field(
+        default_factory=list, description="logger components to run, e.g. [wandb, tensorboard] "
+        "(built-in: wandb, mlflow, tensorboard; each needs its extra, pip install 'mirage-rl[NAME]')"
+    )
+    options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="per-logger settings by name, checked by each logger's "
+        "Options, e.g. {wandb: {project: mirage, mode: offline}}"
+    )
+
+
 # Bumped when a change makes runs stored before it incomparable with new runs of the same
 # config, so sweeps stop reusing them. 2 (December 2026): the grid worlds' demonstrations
 # describe the state (Sokoban 3, FrozenLake 4) and group-outcome advantages are exact
@@ -348,6 +364,7 @@ class RunConfig(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
     diagnostics: DiagnosticsConfig = Field(default_factory=DiagnosticsConfig)
+    loggers: LoggersConfig = Field(default_factory=LoggersConfig)
     steps: int = Field(40, ge=1, le=MAX_STEPS, description="rollout-update iterations")
     seed: int = Field(0, ge=0, le=MAX_SEED)
     checkpoint_every: int = Field(5, ge=1)
@@ -400,8 +417,10 @@ def config_hash(data: dict[str, Any]) -> str:
     with a default that keeps the old behaviour leaves the hashes of earlier runs (whose
     stored configs lack it) unchanged, and their cached results stay reusable. A stored
     config records the ``results_version`` it ran under (absent: 1); runs of another
-    version never share a hash with this one's."""
+    version never share a hash with this one's. The ``loggers`` section is left out: a
+    run mirrored to an experiment tracker computes the same results as one that is not."""
     data = dict(data)
+    data.pop("loggers", None)  # where results are mirrored, not what they are
     version = data.pop("results_version", 1)  # configs stored before the field existed
     text = json.dumps({"results_version": version, "config": _non_default(data, _default_dump())},
                       sort_keys=True)

@@ -1,11 +1,16 @@
 """Hook specifications of MIRAGE, in run order.
 
-Two kinds of hooks:
+Three kinds of hooks:
 
 * **registration hooks** (``mirage_register_*``) are called once when the plugin
   manager is built; a plugin calls ``register(name, component)`` for each named
   component it provides. The CLI, ``registry.yaml`` and the app refer to components by
   these names.
+* **run hooks** (``mirage_run_start``, ``mirage_step_end``, ``mirage_run_end``) tell
+  observers (experiment trackers, see docs/loggers.md) what the store recorded: the
+  built-in ``loggers`` plugin implements them by delegating to the logger components the
+  run selected. An implementation that raises is reported once as a ``logger`` event in
+  the store and skipped for the rest of the run; the run goes on.
 * **stage hooks** are called by the run loop every iteration, in the order
   rollout -> score -> diagnose -> filter -> update (diagnostics see each batch as it
   was sampled, before filtering, under the policy that sampled it). The built-in
@@ -19,6 +24,7 @@ the config, the selected components and the step counter.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import pluggy
@@ -81,6 +87,30 @@ def mirage_register_diagnostics(register: Register) -> None:
 
     ``cls(config: RunConfig)`` must satisfy :class:`mirage.core.components.Diagnostic`.
     Every implementation is called (not firstresult), once per plugin manager.
+    """
+
+
+@hookspec
+def mirage_register_loggers(register: Register) -> None:
+    """Register experiment-tracker loggers: ``register("wandb", WandbLogger)``.
+
+    ``cls(options)`` must satisfy :class:`mirage.core.components.Logger`; ``options`` is
+    an instance of ``cls.Options`` built from ``loggers.options[name]``.
+    Every implementation is called (not firstresult), once per plugin manager.
+    """
+
+
+# --------------------------------------------------------------------------- run start
+
+
+@hookspec
+def mirage_run_start(run: RunSession, run_id: str, store_dir: Path, first_step: int) -> None:
+    """A run starts (``first_step`` 0) or resumes (the first step it will record next).
+
+    Receives the session (``run.config`` is the resolved config), the run's id and the
+    folder of its run store (where loggers keep their files by default); returns
+    nothing. Every implementation is called (not firstresult), once per start, after
+    the run is in the store and before its first step.
     """
 
 
@@ -166,4 +196,29 @@ def mirage_update(run: RunSession, batch: Batch) -> Mapping[str, float] | None:
     returns the update's metrics (loss, clip fraction, gradient norm...). First
     non-None result wins. Not called when the filter kept nothing. Malformed metrics
     fail the run, naming the algorithm and its plugin.
+    """
+
+
+# --------------------------------------------------------------------------- step end
+
+
+@hookspec
+def mirage_step_end(run: RunSession, run_id: str, step: int, metrics: Mapping[str, float]) -> None:
+    """One step is in the store.
+
+    Receives the step and exactly the metrics the store now holds for it (training,
+    filter, update, diagnostics, timings and, on validation steps, validation; NaN
+    values are not stored and not passed); returns nothing. Every implementation is
+    called (not firstresult), once per step (step 0 included), right after the store
+    write.
+    """
+
+
+@hookspec
+def mirage_run_end(run: RunSession, run_id: str, status: str, message: str | None) -> None:
+    """The run ended with ``status`` (``finished``, ``stopped`` or ``failed``).
+
+    Receives the status the store records and its reason (None when finished); returns
+    nothing. Every implementation is called (not firstresult), once, whether the run
+    finished or not.
     """

@@ -26,9 +26,10 @@ from mirage.core.config import FilterConfig, RunConfig
 from mirage.core.plugin_results import check_metrics, check_selection
 from mirage.core.plugins import Plugins, build_plugins
 from mirage.core.progress import Progress
+from mirage.core.run_hooks import RunHooks
 from mirage.core.session import RunSession
-from mirage.core.store import GroupRow, RolloutRow, RunStore, new_run_id
-from mirage.core.validate import ConfigError, validate_config
+from mirage.core.store import GroupRow, RolloutRow, RunStore, new_run_id, stored_values
+from mirage.core.validate import ConfigError, logger_options, validate_config
 
 
 class RunStopped(RuntimeError):
@@ -82,6 +83,8 @@ def open_session(config: RunConfig, plugins: Plugins, env_options: Any) -> RunSe
         algorithm=reg.algorithms.get(config.algorithm.name)(config),
         filter=reg.filters.get(config.filter.name)(config.filter),
         diagnostics={n: reg.diagnostics.get(n)(config) for n in config.diagnostics.names},
+        loggers={n: reg.loggers.get(n)(logger_options(config, plugins, n))
+                 for n in config.loggers.names},
     )
 
 
@@ -297,6 +300,10 @@ def execute(
     if unsafe:  # recorded on every start, resumes included, and never out of sight
         store.record_event(run_id, start, "unsafe", unsafe)
     bar = Progress(total=config.steps, initial=start, enabled=progress, run_id=run_id, unsafe=unsafe)
+    hooks = RunHooks(session, run_id)
+    hooks.start(store.path.parent, start if start == 0 else start + 1)
+    _record_notices(session, store, run_id, start, bar)
+    status, reason = "finished", None
     try:
         for step in range(start if start == 0 else start + 1, config.steps + 1):
             metrics, batch = run_step(session, step)
@@ -304,13 +311,11 @@ def execute(
                 metrics |= validate_policy(session)
             store.record_step(run_id, step, metrics, group_rows(batch),
                               rollout_rows(batch, config.rollout.stored_trajectories))
+            hooks.step_end(step, stored_values(metrics))  # loggers see what the store has
             if step and (step % config.checkpoint_every == 0 or step == config.steps):
                 _checkpoint(session, root, step)
             bar.update(step, metrics)
-            for kind, message in session.notices:
-                store.record_event(run_id, step, kind, message)
-                bar.warn(message)
-            session.notices.clear()
+            _record_notices(session, store, run_id, step, bar)
             if on_step:
                 on_step(step, metrics)
             if metrics.get("alarm/collapse") == 1.0 and config.diagnostics.alarm.stop:
@@ -324,18 +329,33 @@ def execute(
                 store.record_event(run_id, step, "stopped", message)
                 store.set_status(run_id, "stopped", message)
                 raise EmptyStepsError(f"run {run_id}: {message}")
-    except RunStopped:
+    except RunStopped as stop:
+        status, reason = "stopped", str(stop)
         raise
     except KeyboardInterrupt:
-        store.set_status(run_id, "stopped", "interrupted")
+        status, reason = "stopped", "interrupted"
+        store.set_status(run_id, status, reason)
         raise
     except BaseException as error:
-        store.set_status(run_id, "failed", f"{type(error).__name__}: {error}")
+        status, reason = "failed", f"{type(error).__name__}: {error}"
+        store.set_status(run_id, status, reason)
         raise
+    else:
+        store.set_status(run_id, "finished")
     finally:
+        hooks.end(status, reason)
+        _record_notices(session, store, run_id, session.step, bar)
         bar.close()
-    store.set_status(run_id, "finished")
     return run_id
+
+
+def _record_notices(session: RunSession, store: RunStore, run_id: str, step: int,
+                    bar: Progress) -> None:
+    """Write the notices the stages and run hooks raised to the store's events and show them."""
+    for kind, message in session.notices:
+        store.record_event(run_id, step, kind, message)
+        bar.warn(message)
+    session.notices.clear()
 
 
 def _step0_diagnostics(run: RunSession, batch: Batch) -> dict[str, float]:

@@ -33,6 +33,7 @@ DEFAULT_PLUGINS = (
     "mirage.plugins.verl_algorithms.register",
     "mirage.plugins.filters",
     "mirage.plugins.diagnostics",
+    "mirage.plugins.loggers",
 )
 
 

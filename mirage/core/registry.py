@@ -7,7 +7,7 @@ from typing import Any, Generic, Iterator, TypeVar
 
 T = TypeVar("T")
 
-KINDS = ("envs", "backends", "algorithms", "filters", "diagnostics")
+KINDS = ("envs", "backends", "algorithms", "filters", "diagnostics", "loggers")
 
 
 class UnknownComponentError(KeyError):
@@ -60,13 +60,14 @@ class Registry(Generic[T]):
 
 @dataclass
 class Registries:
-    """The five registries of one plugin manager."""
+    """The registries of one plugin manager, one per kind in :data:`KINDS`."""
 
     envs: Registry[Any] = field(default_factory=lambda: Registry("envs"))
     backends: Registry[Any] = field(default_factory=lambda: Registry("backends"))
     algorithms: Registry[Any] = field(default_factory=lambda: Registry("algorithms"))
     filters: Registry[Any] = field(default_factory=lambda: Registry("filters"))
     diagnostics: Registry[Any] = field(default_factory=lambda: Registry("diagnostics"))
+    loggers: Registry[Any] = field(default_factory=lambda: Registry("loggers"))
 
     def of(self, kind: str) -> Registry[Any]:
         if kind not in KINDS:

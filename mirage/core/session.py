@@ -23,6 +23,8 @@ class RunSession:
     algorithm: Any
     filter: Any
     diagnostics: dict[str, Any]
+    # the run's logger components by name; the built-in loggers plugin drops one that raises
+    loggers: dict[str, Any] = field(default_factory=dict)
     step: int = 0
     state: dict[str, Any] = field(default_factory=dict)  # plugin state saved in checkpoints
     # (kind, message) pairs a stage raised this step (the collapse alarm's, say); the loop

@@ -213,6 +213,11 @@ def _clean_metrics(metrics: Mapping[str, float | None]) -> tuple[list[str], list
     return names, values
 
 
+def stored_values(metrics: Mapping[str, float | None]) -> dict[str, float]:
+    """``metrics`` as the store keeps them: floats, without None and NaN."""
+    return dict(zip(*_clean_metrics(metrics)))
+
+
 class RunStore:
     """Runs, metrics (long format), prompt groups and events in one DuckDB file."""
 

@@ -44,6 +44,8 @@ def validate_config(config: RunConfig, plugins: Plugins) -> Any:
         filter_cls = reg.filters.get(config.filter.name)
         for name in config.diagnostics.names:
             reg.diagnostics.get(name)
+        for name in [*config.loggers.names, *config.loggers.options]:
+            reg.loggers.get(name)
     except UnknownComponentError as error:
         raise ConfigError(str(error)) from None
     try:
@@ -68,4 +70,20 @@ def validate_config(config: RunConfig, plugins: Plugins) -> Any:
     algorithm_check = getattr(algorithm_cls, "config_problem", None)
     if algorithm_check is not None and (problem := algorithm_check(config, backend_cls)):
         raise ConfigError(problem)
+    for name in dict.fromkeys([*config.loggers.names, *config.loggers.options]):
+        logger_options(config, plugins, name)
+    for name in config.loggers.names:  # a missing library fails now, not mid-run
+        requirement = getattr(reg.loggers.get(name), "missing_requirement", None)
+        if requirement is not None and (problem := requirement()):
+            raise ConfigError(f"logger {name!r}: {problem}")
     return options
+
+
+def logger_options(config: RunConfig, plugins: Plugins, name: str) -> Any:
+    """Logger ``name``'s ``Options`` built from ``loggers.options[name]`` (ConfigError if
+    they do not fit)."""
+    logger_cls = plugins.registries.loggers.get(name)
+    try:
+        return logger_cls.Options(**config.loggers.options.get(name, {}))
+    except ValidationError as error:
+        raise ConfigError(one_line(error, prefix=f"loggers.options.{name}.")) from None

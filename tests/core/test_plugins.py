@@ -332,5 +332,6 @@ def test_core_plugins_lists_builtins_with_versions_and_components(cli):
         "algorithms": {"ppo", "grpo", "dapo", "drgrpo"},
         "filters": {"none", "top_p", "top_k", "trajectory", "entropy", "length", "quartile"},
         "diagnostics": {"mi", "reward", "grad", "collapse"},
+        "loggers": {"wandb", "mlflow", "tensorboard"},
     }
     assert "  hooks: mirage_rollout" in lines
