@@ -14,6 +14,7 @@ from mirage.core.cli_common import DB_HELP, fail as _fail
 from mirage.core.config import RunConfig
 from mirage.core.experiments import load_registry
 from mirage.core.overrides import assign, parse_settings, setting_type
+from mirage.core.run_index import find_run
 from mirage.core.paths import check_model_path, check_store_path, read_text_file
 from mirage.core.store import RunStore, default_db_path
 from mirage.core.validate import ConfigError, build_config
@@ -170,6 +171,11 @@ def run(
     target = db if db is not None else default_db_path()
     _check_paths(target, model)
     settings = _settings(set_)
+    if resume is not None and target.is_file():  # a name or id prefix names the run too
+        try:
+            resume = find_run(RunStore(target).list_runs(), resume)["run_id"]
+        except ConfigError as error:
+            _fail(f"--resume: {error}")
     if resume is not None:
         given = [name for name, value in (
             ("--env", env), ("--filter", filter), ("--rho", rho), ("--filter-mode", filter_mode),

@@ -166,8 +166,13 @@ def delete(run: list[str] = typer.Argument(..., help="runs to delete"),
     if live:
         fail(f"run {', '.join(live)} is still running; stop it first")
     ids = list(dict.fromkeys(r["run_id"] for r in rows))
-    if not yes and not typer.confirm(f"delete {len(ids)} run(s) {', '.join(ids)} and their checkpoints?"):
-        fail("nothing deleted")
+    if not yes:
+        try:
+            agreed = typer.confirm(f"delete {len(ids)} run(s) {', '.join(ids)} and their checkpoints?")
+        except typer.Abort:  # no answer (end of input)
+            agreed = False
+        if not agreed:
+            fail("nothing deleted")
     for run_id in ids:
         store.delete_run(run_id)
         shutil.rmtree(checkpoint_root(store, run_id), ignore_errors=True)

@@ -27,7 +27,7 @@ def find_run(runs: Sequence[Mapping[str, Any]], ref: str) -> Mapping[str, Any]:
     if matches:
         shown = ", ".join(r["run_id"] + (f" ({r['name']})" if r.get("name") else "") for r in matches)
         raise ConfigError(f"run prefix {ref!r} is ambiguous: {shown}")
-    raise ConfigError(f"unknown run {ref!r}: no run id, name or id prefix matches")
+    raise ConfigError(f"unknown run: no run {ref!r} (by id, name or id prefix)")
 
 
 def matches(run: Mapping[str, Any], *, where: Mapping[str, Any] = {}, status: str | None = None,

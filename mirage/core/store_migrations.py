@@ -48,9 +48,9 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 
 def migrate(con: duckdb.DuckDBPyConnection, found: int | None) -> list[Migration]:
     """Apply, inside the caller's transaction, every migration above ``found`` (None: a
-    new file, whose base tables were just created at version 2), record each, and set the
-    version; return those applied. RuntimeError for a file newer than this code."""
-    current = 2 if found is None else found
+    new file, whose base tables were just created), record each, and set the version;
+    return those applied. RuntimeError for a file newer than this code."""
+    current = 1 if found is None else found  # a new file records every change
     if current > LATEST:
         raise RuntimeError(f"schema {current} is newer than {LATEST}")
     con.execute(_LEDGER)
