@@ -23,7 +23,7 @@ import torch
 from mirage.core import threads
 from mirage.core.batch import Batch, Selection, make_batch
 from mirage.core.config import FilterConfig, RunConfig
-from mirage.core.heartbeat import Heartbeat, effective_status, liveness
+from mirage.core.heartbeat import Heartbeat, effective_status, liveness, this_process
 from mirage.core.plugin_results import check_metrics, check_selection
 from mirage.core.plugins import Plugins, build_plugins
 from mirage.core.progress import Progress
@@ -297,7 +297,8 @@ def execute(
     else:
         store.create_run(run_id, config.model_dump(mode="json"), plugins.records(),
                          record["git"]["commit"], experiment=experiment, cell=cell,
-                         seed=config.seed, name=name, tags=tags, note=note, environment=record)
+                         seed=config.seed, name=name, tags=tags, note=note, environment=record,
+                         process=this_process())
         store.record_event(run_id, 0, "backend", json.dumps(facts, default=str))
         env_facts = getattr(session.env_cls, "run_facts", lambda options: {})(env_options)
         store.record_event(run_id, 0, "environment", json.dumps(
@@ -387,6 +388,7 @@ def plan_resume(db: Path, run_id: str, extend_to: int | None) -> tuple[RunConfig
     """The config to resume ``run_id`` with and the step it restarts from; ConfigError
     (nothing written) when the resume would lose results:
 
+    - a run whose process is alive (its heartbeat, mirage/core/heartbeat.py) is refused;
     - a finished run is complete: resuming it is refused unless ``extend_to`` asks for
       more steps than it has, and its final checkpoint is there to continue from;
     - a resume only deletes steps it can recompute: those after its newest checkpoint
@@ -400,7 +402,8 @@ def plan_resume(db: Path, run_id: str, extend_to: int | None) -> tuple[RunConfig
     row = store.get_run(run_id)
     if row is None:
         raise ConfigError(f"--resume: no run {run_id!r} in {db}")
-    if effective_status(row) == "running":
+    # A run from before heartbeats (no process recorded) is resumable, as it always was.
+    if row.get("pid") and effective_status(row) == "running":
         raise ConfigError(f"--resume {run_id}: the run is still running ({liveness(row)}); "
                           "a run is resumed once it has crashed, failed or stopped")
     config = RunConfig.model_validate(row["config"])

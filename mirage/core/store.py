@@ -307,14 +307,18 @@ class RunStore:
         tags: Sequence[str] = (),
         note: str | None = None,
         environment: Mapping[str, Any] | None = None,
+        process: Mapping[str, Any] | None = None,
     ) -> None:
         """Insert a new run with status ``running``; ValueError if ``run_id`` exists.
 
         ``config``, ``plugins`` (``[{"name", "version"}]``) and ``environment`` (the
         reproducibility record, mirage/core/run_records.py) are stored as JSON text;
-        values JSON cannot encode (paths, enums) are stored as their ``str()``.
+        values JSON cannot encode (paths, enums) are stored as their ``str()``. ``process``
+        (``pid``, ``host``, ``process_started``) names the process that runs it; its
+        heartbeat starts now.
         """
         row = [json.dumps(config, sort_keys=True, default=str), json.dumps(plugins, default=str)]
+        process = dict(process or {})
         record = None if environment is None else json.dumps(environment, sort_keys=True, default=str)
         now = _now()
         with self._tx() as con:
@@ -322,10 +326,12 @@ class RunStore:
                 raise ValueError(f"run_id {run_id!r} already exists")
             con.execute(
                 "INSERT INTO runs (run_id, status, config, plugins, git_commit, experiment, cell,"
-                " seed, created_at, updated_at, name, tags, note, environment)"
-                " VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " seed, created_at, updated_at, name, tags, note, environment, pid, host,"
+                " process_started, heartbeat_at)"
+                " VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [run_id, *row, git_commit, experiment, cell, seed, now, now, name,
-                 list(dict.fromkeys(tags)), note, record],
+                 list(dict.fromkeys(tags)), note, record, process.get("pid"), process.get("host"),
+                 process.get("process_started"), now if process else None],
             )
 
     def update_run(self, run_id: str, **fields: Any) -> None:
