@@ -292,7 +292,8 @@ def execute(
             raise ConfigError(f"--resume: the checkpoint of step {resume_from} in {root} went away")
         extended = config.model_dump(mode="json") if extend_to is not None else None
         store.resume_run(run_id, start, f"resumed from checkpoint at step {start}"
-                         + (f", extended to {config.steps} steps" if extended else ""), extended)
+                         + (f", extended to {config.steps} steps" if extended else ""), extended,
+                         process=this_process())
         store.update_run(run_id, environment=record)  # the code and machine that continue it
     else:
         store.create_run(run_id, config.model_dump(mode="json"), plugins.records(),

@@ -431,16 +431,22 @@ class RunStore:
             con.execute("UPDATE runs SET last_step = ? WHERE run_id = ?", [step, run_id])
 
     def resume_run(self, run_id: str, step: int, message: str,
-                   config: dict[str, Any] | None = None) -> None:
+                   config: dict[str, Any] | None = None,
+                   process: Mapping[str, Any] | None = None) -> None:
         """Reopen a run at ``step`` (its checkpoint) in ONE transaction: delete its rows
         after ``step``, set last_step = step, status ``running`` (error and finished_at
-        cleared), add a ``resumed`` event and, to extend its steps, store ``config``.
+        cleared), add a ``resumed`` event, record the ``process`` that continues it (as
+        ``create_run`` does) and, to extend its steps, store ``config``.
         A kill at any moment leaves either the old run or the reopened one."""
         with self._write(run_id) as con:
             for table in ("metrics", "groups", "events", "rollouts"):
                 con.execute(f"DELETE FROM {table} WHERE run_id = ? AND step > ?", [run_id, step])
             con.execute("UPDATE runs SET last_step = ?, status = 'running', error = NULL,"
                         " finished_at = NULL WHERE run_id = ?", [step, run_id])
+            if process is not None:
+                con.execute("UPDATE runs SET pid = ?, host = ?, process_started = ?, heartbeat_at = ?"
+                            " WHERE run_id = ?", [process["pid"], process["host"],
+                                                  process["process_started"], _now(), run_id])
             if config is not None:
                 con.execute("UPDATE runs SET config = ? WHERE run_id = ?",
                             [json.dumps(config, sort_keys=True, default=str), run_id])

@@ -42,6 +42,7 @@ def test_a_killed_run_is_crashed_and_resumes(cli, cli_argv, tiny_config_file, tm
         row = wait_for_row(db, proc)
         os.kill(proc.pid, signal.SIGSTOP)  # alive but frozen: the checks below see it running
         run_id = row["run_id"]
+        assert row["pid"] == proc.pid and row["heartbeat_at"] is not None  # recorded with the row
         assert (row["name"], row["tags"], row["note"]) == ("victim", ["crash", "test"], "killed on purpose")
         assert row["config"]["steps"] == 8 and row["config"]["algorithm"]["lr"] == 0.002
         assert row["environment"]["python"] and "torch" in row["environment"]["packages"]
@@ -69,6 +70,7 @@ def test_a_killed_run_is_crashed_and_resumes(cli, cli_argv, tiny_config_file, tm
     store = RunStore(db)
     done = store.get_run(run_id)
     assert (done["status"], done["last_step"], done["config"]["algorithm"]["lr"]) == ("finished", 8, 0.002)
+    assert done["pid"] not in (None, proc.pid)  # the resuming process replaced the dead one
     steps = [s for s, name, _ in store.metrics(run_id) if name == "train/return"]
     assert steps == list(range(9))
     assert any(e["kind"] == "resumed" for e in store.events(run_id))
