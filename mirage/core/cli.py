@@ -9,20 +9,19 @@ from typing import Any, Optional
 
 import typer
 
+from mirage.core import run_commands
+from mirage.core.cli_common import DB_HELP, fail as _fail
 from mirage.core.config import RunConfig
 from mirage.core.experiments import load_registry
+from mirage.core.overrides import assign, parse_settings, setting_type
+from mirage.core.run_index import find_run
 from mirage.core.paths import check_model_path, check_store_path, read_text_file
-from mirage.core.store import default_db_path
+from mirage.core.store import RunStore, default_db_path
 from mirage.core.validate import ConfigError, build_config
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="MIRAGE: multi-turn agent RL with template-collapse diagnostics.")
 _D = RunConfig()
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def _pairs(pairs: list[str], flag: str, form: str = "PATH=VALUE") -> dict[str, Any]:
@@ -59,12 +58,8 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def _set(data: dict, path: str, value: Any) -> None:
-    if value is None:
-        return
-    *parents, leaf = path.split(".")
-    for part in parents:
-        data = data.setdefault(part, {})
-    data[leaf] = value
+    if value is not None:  # an option not given
+        assign(data, path, value)
 
 
 def _start_data(experiment: Optional[str], registry: Optional[Path],
@@ -96,11 +91,22 @@ def _check_paths(db: Optional[Path], model: Optional[str]) -> None:
         _fail(str(error))
 
 
-def _set_options(data: dict[str, Any], pairs: list[tuple[str, Any]], env_opt: list[str]) -> None:
+def _set_options(data: dict[str, Any], pairs: list[tuple[str, Any]], env_opt: list[str],
+                 settings: dict[str, Any] | None = None) -> None:
+    """Named options, then --env-opt, then --set (applied last, so it wins)."""
     for path, value in pairs:
         _set(data, path, value)
     if env_opt:
         data.setdefault("env", {}).setdefault("options", {}).update(_pairs(env_opt, "--env-opt", "KEY=VALUE"))
+    for path, value in (settings or {}).items():
+        assign(data, path, value)
+
+
+def _settings(pairs: list[str], flag: str = "--set") -> dict[str, Any]:
+    try:
+        return parse_settings(pairs, flag)
+    except ConfigError as error:
+        _fail(str(error))
 
 
 _F = _D.filter
@@ -131,7 +137,7 @@ def run(
     steps: Optional[int] = typer.Option(None, help=f"rollout-update iterations [default: {_D.steps}]"),
     seed: Optional[int] = typer.Option(None, help=f"run seed [default: {_D.seed}]"),
     model: Optional[str] = typer.Option(None, help="HF checkpoint dir or hub id [default: tiny warm-started model]"),
-    db: Optional[Path] = typer.Option(None, help="DuckDB run store [default: $MIRAGE_DB or runs/mirage.duckdb]"),
+    db: Optional[Path] = typer.Option(None, help=DB_HELP),
     resume: Optional[str] = typer.Option(
         None, help="continue RUN_ID (not finished) from its last checkpoint; with --steps N "
         "above its steps, extend a finished run to N steps"),
@@ -146,17 +152,33 @@ def run(
     logger: list[str] = typer.Option(
         [], "--logger", help="also log each step's metrics to this logger (repeatable): wandb, "
         "mlflow, tensorboard or a plugin's; each needs its extra (docs/loggers.md)"),
+    set_: list[str] = typer.Option(
+        [], "--set", help="set any config PATH=VALUE (repeatable, applied last), e.g. "
+        "algorithm.clip_ratio_high=0.28; the value is typed by the config"),
     config_file: Optional[Path] = typer.Option(None, "--config", help="JSON/YAML file with a (partial) RunConfig"),
     experiment: Optional[str] = typer.Option(None, help="start from this registry.yaml experiment's base config"),
     registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]"),
+    name: Optional[str] = typer.Option(None, help="a name for the run (see `core rename`)"),
+    tag: list[str] = typer.Option([], "--tag", help="label the run (repeatable; see `core tag`)"),
+    note: Optional[str] = typer.Option(None, help="a free-text note on the run (see `core note`)"),
     quiet: bool = typer.Option(False, help="no progress bar"),
 ) -> None:
-    """Run rollout -> score -> diagnose -> filter -> update for --steps iterations."""
+    """Run rollout -> score -> diagnose -> filter -> update for --steps iterations.
+
+    --resume continues a run that crashed, failed or stopped from its last checkpoint with
+    its stored config: options that would change its training are refused (so are --name,
+    --tag and --note: relabel with `core rename/tag/note`); only --steps may extend it."""
     from mirage.core.loop import FilterError, RunStopped, execute
     from mirage.core.plugin_results import PluginResultError
 
     target = db if db is not None else default_db_path()
     _check_paths(target, model)
+    settings = _settings(set_)
+    if resume is not None and target.is_file():  # a name or id prefix names the run too
+        try:
+            resume = find_run(RunStore(target).list_runs(), resume)["run_id"]
+        except ConfigError as error:
+            _fail(f"--resume: {error}")
     if resume is not None:
         given = [name for name, value in (
             ("--env", env), ("--filter", filter), ("--rho", rho), ("--filter-mode", filter_mode),
@@ -167,10 +189,18 @@ def run(
             ("--lr", lr), ("--entropy-coef", entropy_coef), ("--kl-coef", kl_coef),
             ("--val-every", val_every), ("--val-episodes", val_episodes),
             ("--config", config_file), ("--experiment", experiment), ("--registry", registry),
-        ) if value is not None] + (["--env-opt"] if env_opt else []) + (["--logger"] if logger else [])
-        if given:
-            _fail(f"--resume {resume!r} continues the stored config; {', '.join(given)} cannot "
-                  "be changed (only --steps, to extend it)")
+        ) if value is not None] + (["--env-opt"] if env_opt else []) + (["--logger"] if logger else []) + [f"--set {p}" for p in settings]
+        labels = [flag for flag, value in (("--name", name), ("--tag", tag or None), ("--note", note))
+                  if value is not None]
+        if given or labels:
+            _fail(f"--resume {resume!r} continues the stored config; {', '.join(given + labels)} cannot "
+                  "be changed (only --steps, to extend it" + ("; relabel a run with core rename, "
+                  "core tag or core note" if labels else "") + ")")
+    if name is not None:
+        if not name.strip():
+            _fail("--name cannot be empty")
+        if target.is_file():
+            run_commands.check_new_name(RunStore(target), name)
     data = _start_data(experiment, registry, config_file)
     _set_options(data, [
         ("env.name", env), ("filter.name", filter), ("filter.rho", rho), ("filter.mode", filter_mode),
@@ -181,11 +211,11 @@ def run(
         ("rollout.group_size", group_size), ("algorithm.lr", lr), ("algorithm.entropy_coef", entropy_coef),
         ("algorithm.kl_coef", kl_coef), ("validation.every", val_every),
         ("validation.episodes", val_episodes), ("loggers.names", logger or None),
-    ], env_opt)
+    ], env_opt, settings)
     try:
         config = None if resume else build_config(data)
         run_id = execute(config, target, resume=resume, progress=not quiet,
-                         extend_to=steps if resume else None)
+                         extend_to=steps if resume else None, name=name, tags=tuple(tag), note=note)
     except ConfigError as error:
         _fail(str(error))
     except RunStopped as error:
@@ -259,7 +289,7 @@ def sweep(
     width: int = typer.Option(2, help="cells at once (1-64)"),
     runner: str = typer.Option("process", help=_RUNNER_HELP),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster address [default: a local Ray]"),
-    db: Optional[Path] = typer.Option(None, help="DuckDB run store [default: $MIRAGE_DB or runs/mirage.duckdb]"),
+    db: Optional[Path] = typer.Option(None, help=DB_HELP),
     registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]"),
 ) -> None:
     """Run an experiment's grid in this process (the served deployment does the same)."""
@@ -278,7 +308,12 @@ def sweep(
     except ConfigError as error:
         _fail(str(error))
     _check_paths(db if db is not None else default_db_path(), None)
-    axes, settings = _pairs(grid, "--grid"), _pairs(set_, "--set")
+    axes, settings = _pairs(grid, "--grid"), _settings(set_)
+    for path in axes:
+        try:
+            setting_type(path, "--grid")
+        except ConfigError as error:
+            _fail(str(error))
     try:
         seed_list = None if seeds is None else [int(s) for s in seeds.split(",")]
     except ValueError:
@@ -311,7 +346,7 @@ def sweep(
 @app.command()
 def serve(
     registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]"),
-    db: Optional[Path] = typer.Option(None, help="DuckDB run store [default: $MIRAGE_DB or runs/mirage.duckdb]"),
+    db: Optional[Path] = typer.Option(None, help=DB_HELP),
     width: int = typer.Option(2, help="cells at once (deployment default)"),
     runner: str = typer.Option("process", help=_RUNNER_HELP),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster address [default: a local Ray]"),
@@ -401,7 +436,7 @@ def plugins() -> None:
 
 @app.command(name="app")
 def app_command(
-    db: Optional[Path] = typer.Option(None, help="DuckDB run store [default: $MIRAGE_DB or runs/mirage.duckdb]"),
+    db: Optional[Path] = typer.Option(None, help=DB_HELP),
     port: Optional[int] = typer.Option(None, help="port to serve on [default: Streamlit's, 8501]"),
     headless: bool = typer.Option(False, help="do not open a browser"),
 ) -> None:
@@ -417,6 +452,9 @@ def app_command(
         _fail(f"--port {port} is not a port number (1-65535)")
     argv = streamlit_argv(target, port=port, headless=headless)
     os.execv(argv[0], argv)  # Streamlit takes over this process (one pid to stop)
+
+
+run_commands.register(app)  # runs, show, tag, untag, note, rename, delete, export, diff
 
 
 def main() -> None:

@@ -23,10 +23,12 @@ import torch
 from mirage.core import threads
 from mirage.core.batch import Batch, Selection, make_batch
 from mirage.core.config import FilterConfig, RunConfig
+from mirage.core.heartbeat import Heartbeat, effective_status, liveness, this_process
 from mirage.core.plugin_results import check_metrics, check_selection
 from mirage.core.plugins import Plugins, build_plugins
 from mirage.core.progress import Progress
 from mirage.core.run_hooks import RunHooks
+from mirage.core.run_records import environment_record
 from mirage.core.session import RunSession
 from mirage.core.store import GroupRow, RolloutRow, RunStore, new_run_id, stored_values
 from mirage.core.validate import ConfigError, logger_options, validate_config
@@ -263,10 +265,15 @@ def execute(
     experiment: str | None = None,
     cell: str | None = None,
     extend_to: int | None = None,
+    name: str | None = None,
+    tags: tuple[str, ...] = (),
+    note: str | None = None,
 ) -> str:
     """Validate, then run (or resume) a whole run; return its id. ``experiment`` and
-    ``cell`` label a run of a registry grid (a sweep) in the ``runs`` table. A resume
-    follows :func:`plan_resume`'s rules; ``extend_to`` raises a resumed run's steps."""
+    ``cell`` label a run of a registry grid (a sweep) in the ``runs`` table; ``name``,
+    ``tags`` and ``note`` are the researcher's labels. A resume follows
+    :func:`plan_resume`'s rules; ``extend_to`` raises a resumed run's steps. While the run
+    works, a :class:`Heartbeat` tells readers that its process is alive."""
     plugins = plugins or build_plugins()
     resume_from = 0
     if resume:
@@ -279,6 +286,7 @@ def execute(
     session = open_session(config, plugins, env_options)
     facts = session.backend.prepare(session.env_cls, cache_dir())
     facts |= {"threads": chosen.count, "threads_reason": chosen.reason}
+    record = environment_record({"count": chosen.count, "reason": chosen.reason})
     root = checkpoint_root(store, run_id)
     start = 0
     if resume:
@@ -287,10 +295,14 @@ def execute(
             raise ConfigError(f"--resume: the checkpoint of step {resume_from} in {root} went away")
         extended = config.model_dump(mode="json") if extend_to is not None else None
         store.resume_run(run_id, start, f"resumed from checkpoint at step {start}"
-                         + (f", extended to {config.steps} steps" if extended else ""), extended)
+                         + (f", extended to {config.steps} steps" if extended else ""), extended,
+                         process=this_process())
+        store.update_run(run_id, environment=record)  # the code and machine that continue it
     else:
-        store.create_run(run_id, config.model_dump(mode="json"), plugins.records(), git_commit(),
-                         experiment=experiment, cell=cell, seed=config.seed)
+        store.create_run(run_id, config.model_dump(mode="json"), plugins.records(),
+                         record["git"]["commit"], experiment=experiment, cell=cell,
+                         seed=config.seed, name=name, tags=tags, note=note, environment=record,
+                         process=this_process())
         store.record_event(run_id, 0, "backend", json.dumps(facts, default=str))
         env_facts = getattr(session.env_cls, "run_facts", lambda options: {})(env_options)
         store.record_event(run_id, 0, "environment", json.dumps(
@@ -300,6 +312,17 @@ def execute(
     if unsafe:  # recorded on every start, resumes included, and never out of sight
         store.record_event(run_id, start, "unsafe", unsafe)
     bar = Progress(total=config.steps, initial=start, enabled=progress, run_id=run_id, unsafe=unsafe)
+    with Heartbeat(store, run_id):
+        _train(session, store, run_id, start, root, bar, on_step)
+    return run_id
+
+
+def _train(session: RunSession, store: RunStore, run_id: str, start: int, root: Path,
+           bar: Progress, on_step: Callable[[int, dict[str, float]], None] | None) -> None:
+    """Steps ``start`` (or the one after a resumed checkpoint) to ``config.steps``; a
+    stop, an interrupt or an error sets the run's status before it is raised again, and
+    the run hooks (loggers) hear of the start, every stored step and the end."""
+    config = session.config
     hooks = RunHooks(session, run_id)
     hooks.start(store.path.parent, start if start == 0 else start + 1)
     _record_notices(session, store, run_id, start, bar)
@@ -346,7 +369,6 @@ def execute(
         hooks.end(status, reason)
         _record_notices(session, store, run_id, session.step, bar)
         bar.close()
-    return run_id
 
 
 def _record_notices(session: RunSession, store: RunStore, run_id: str, step: int,
@@ -388,6 +410,7 @@ def plan_resume(db: Path, run_id: str, extend_to: int | None) -> tuple[RunConfig
     """The config to resume ``run_id`` with and the step it restarts from; ConfigError
     (nothing written) when the resume would lose results:
 
+    - a run whose process is alive (its heartbeat, mirage/core/heartbeat.py) is refused;
     - a finished run is complete: resuming it is refused unless ``extend_to`` asks for
       more steps than it has, and its final checkpoint is there to continue from;
     - a resume only deletes steps it can recompute: those after its newest checkpoint
@@ -401,6 +424,10 @@ def plan_resume(db: Path, run_id: str, extend_to: int | None) -> tuple[RunConfig
     row = store.get_run(run_id)
     if row is None:
         raise ConfigError(f"--resume: no run {run_id!r} in {db}")
+    # A run from before heartbeats (no process recorded) is resumable, as it always was.
+    if row.get("pid") and effective_status(row) == "running":
+        raise ConfigError(f"--resume {run_id}: the run is still running ({liveness(row)}); "
+                          "a run is resumed once it has crashed, failed or stopped")
     config = RunConfig.model_validate(row["config"])
     last = row["last_step"] or 0
     root = checkpoint_root(store, run_id)

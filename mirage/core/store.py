@@ -34,11 +34,17 @@ from typing import Any
 
 import duckdb
 
-SCHEMA_VERSION = 2  # 2: the rollouts table
+from mirage.core.store_migrations import LATEST, migrate
+
+SCHEMA_VERSION = LATEST  # the changes: mirage/core/store_migrations.py
 STATUSES = frozenset({"running", "finished", "failed", "stopped"})
 TERMINAL_STATUSES = frozenset({"finished", "failed", "stopped"})
 TABLES = ("runs", "metrics", "groups", "events", "rollouts")
+# what `core tag/note/rename` and the heartbeat change on a run row
+EDITABLE_COLUMNS = frozenset({"name", "tags", "note", "pid", "host", "process_started",
+                              "heartbeat_at", "environment"})
 
+# The version-2 tables; newer columns come from store_migrations.MIGRATIONS.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
@@ -194,6 +200,10 @@ def _now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
+def _naive(value: datetime) -> datetime:
+    return value.astimezone(timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+
+
 def _utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.replace(tzinfo=timezone.utc)
 
@@ -238,14 +248,11 @@ class RunStore:
                     return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._tx() as con:
-            con.execute(_SCHEMA)
             found = self._version(con)
-            if found is None:
-                con.execute("INSERT INTO schema_version VALUES (?)", [SCHEMA_VERSION])
-            elif found > SCHEMA_VERSION:
+            if found is not None and found > SCHEMA_VERSION:
                 raise RuntimeError(f"{self.path}: schema {found} is newer than {SCHEMA_VERSION}")
-            elif found < SCHEMA_VERSION:  # the schema above only adds tables
-                con.execute("UPDATE schema_version SET version = ?", [SCHEMA_VERSION])
+            con.execute(_SCHEMA)
+            migrate(con, found)
 
     @staticmethod
     def _version(con: duckdb.DuckDBPyConnection) -> int | None:
@@ -301,22 +308,63 @@ class RunStore:
         experiment: str | None = None,
         cell: str | None = None,
         seed: int | None = None,
+        name: str | None = None,
+        tags: Sequence[str] = (),
+        note: str | None = None,
+        environment: Mapping[str, Any] | None = None,
+        process: Mapping[str, Any] | None = None,
     ) -> None:
         """Insert a new run with status ``running``; ValueError if ``run_id`` exists.
 
-        ``config`` and ``plugins`` (``[{"name", "version"}]``) are stored as JSON text;
-        values JSON cannot encode (paths, enums) are stored as their ``str()``.
+        ``config``, ``plugins`` (``[{"name", "version"}]``) and ``environment`` (the
+        reproducibility record, mirage/core/run_records.py) are stored as JSON text;
+        values JSON cannot encode (paths, enums) are stored as their ``str()``. ``process``
+        (``pid``, ``host``, ``process_started``) names the process that runs it; its
+        heartbeat starts now.
         """
         row = [json.dumps(config, sort_keys=True, default=str), json.dumps(plugins, default=str)]
+        process = dict(process or {})
+        record = None if environment is None else json.dumps(environment, sort_keys=True, default=str)
         now = _now()
         with self._tx() as con:
             if con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
                 raise ValueError(f"run_id {run_id!r} already exists")
             con.execute(
                 "INSERT INTO runs (run_id, status, config, plugins, git_commit, experiment, cell,"
-                " seed, created_at, updated_at) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
-                [run_id, *row, git_commit, experiment, cell, seed, now, now],
+                " seed, created_at, updated_at, name, tags, note, environment, pid, host,"
+                " process_started, heartbeat_at)"
+                " VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [run_id, *row, git_commit, experiment, cell, seed, now, now, name,
+                 list(dict.fromkeys(tags)), note, record, process.get("pid"), process.get("host"),
+                 process.get("process_started"), now if process else None],
             )
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        """Set labels or liveness columns of a run (``EDITABLE_COLUMNS``; KeyError for an
+        unknown run, ValueError for another column)."""
+        unknown = sorted(set(fields) - EDITABLE_COLUMNS)
+        if unknown:
+            raise ValueError(f"cannot set {', '.join(unknown)}; editable: {', '.join(sorted(EDITABLE_COLUMNS))}")
+        if not fields:
+            return
+        values = [list(v) if k == "tags" else _naive(v) if isinstance(v, datetime)
+                  else json.dumps(v, sort_keys=True, default=str) if k == "environment" else v
+                  for k, v in fields.items()]
+        with self._write(run_id) as con:
+            con.execute(f"UPDATE runs SET {', '.join(f'{k} = ?' for k in fields)} WHERE run_id = ?",
+                        [*values, run_id])
+
+    def heartbeat(self, run_id: str) -> None:
+        """Stamp the run's ``heartbeat_at`` with now (one short write, no other change)."""
+        with self._tx() as con:
+            con.execute("UPDATE runs SET heartbeat_at = ? WHERE run_id = ?", [_now(), run_id])
+
+    def delete_run(self, run_id: str) -> None:
+        """Delete a run and all its rows in one transaction (KeyError if unknown). Its
+        checkpoints are files: the caller removes them."""
+        with self._write(run_id) as con:
+            for table in TABLES:
+                con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
 
     def record_step(
         self,
@@ -388,16 +436,22 @@ class RunStore:
             con.execute("UPDATE runs SET last_step = ? WHERE run_id = ?", [step, run_id])
 
     def resume_run(self, run_id: str, step: int, message: str,
-                   config: dict[str, Any] | None = None) -> None:
+                   config: dict[str, Any] | None = None,
+                   process: Mapping[str, Any] | None = None) -> None:
         """Reopen a run at ``step`` (its checkpoint) in ONE transaction: delete its rows
         after ``step``, set last_step = step, status ``running`` (error and finished_at
-        cleared), add a ``resumed`` event and, to extend its steps, store ``config``.
+        cleared), add a ``resumed`` event, record the ``process`` that continues it (as
+        ``create_run`` does) and, to extend its steps, store ``config``.
         A kill at any moment leaves either the old run or the reopened one."""
         with self._write(run_id) as con:
             for table in ("metrics", "groups", "events", "rollouts"):
                 con.execute(f"DELETE FROM {table} WHERE run_id = ? AND step > ?", [run_id, step])
             con.execute("UPDATE runs SET last_step = ?, status = 'running', error = NULL,"
                         " finished_at = NULL WHERE run_id = ?", [step, run_id])
+            if process is not None:
+                con.execute("UPDATE runs SET pid = ?, host = ?, process_started = ?, heartbeat_at = ?"
+                            " WHERE run_id = ?", [process["pid"], process["host"],
+                                                  process["process_started"], _now(), run_id])
             if config is not None:
                 con.execute("UPDATE runs SET config = ? WHERE run_id = ?",
                             [json.dumps(config, sort_keys=True, default=str), run_id])
@@ -408,12 +462,16 @@ class RunStore:
         runs = self._query(f"SELECT * FROM runs {where} ORDER BY created_at, run_id", params)
         for run in runs:
             run["config"], run["plugins"] = json.loads(run["config"]), json.loads(run["plugins"])
-            for key in ("created_at", "updated_at", "finished_at"):
+            run["environment"] = json.loads(run["environment"]) if run["environment"] else {}
+            run["tags"] = list(run["tags"] or [])
+            for key in ("created_at", "updated_at", "finished_at", "heartbeat_at"):
                 run[key] = _utc(run[key])
         return runs
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
-        """The run row as a dict (config/plugins parsed, UTC datetimes), or None."""
+        """The run row as a dict (config/plugins/environment parsed, tags a list, UTC
+        datetimes), or None. Its ``status`` is the stored one; ``mirage.core.heartbeat.
+        effective_status`` tells whether a ``running`` run's process is still alive."""
         runs = self._runs("WHERE run_id = ?", [run_id])
         return runs[0] if runs else None
 

@@ -1,0 +1,110 @@
+"""Schema 3: a store written by older code opens, gains the new run columns through the
+recorded, ordered migrations, and still imports (and is imported by) other stores."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import duckdb
+import pytest
+
+from mirage.core.store import SCHEMA_VERSION, RunStore
+from mirage.core.store_migrations import MIGRATIONS
+
+# The DDL of schema version 2, as code before schema 3 wrote it (kept here on purpose:
+# the store's own DDL may change, old files do not).
+SCHEMA_2 = """
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE runs (
+    run_id TEXT PRIMARY KEY, status TEXT NOT NULL, config TEXT NOT NULL,
+    plugins TEXT NOT NULL, git_commit TEXT, experiment TEXT, cell TEXT, seed BIGINT,
+    last_step INTEGER, error TEXT, created_at TIMESTAMP NOT NULL,
+    updated_at TIMESTAMP NOT NULL, finished_at TIMESTAMP
+);
+CREATE TABLE metrics (run_id TEXT NOT NULL, step INTEGER NOT NULL, name TEXT NOT NULL, value DOUBLE NOT NULL);
+CREATE TABLE groups (
+    run_id TEXT NOT NULL, step INTEGER NOT NULL, prompt_index INTEGER NOT NULL,
+    seed BIGINT NOT NULL, reward_mean DOUBLE, reward_variance DOUBLE, reward_std DOUBLE,
+    kept BOOLEAN NOT NULL
+);
+CREATE SEQUENCE events_seq;
+CREATE TABLE events (
+    event_id BIGINT DEFAULT nextval('events_seq'), run_id TEXT NOT NULL,
+    step INTEGER NOT NULL, kind TEXT NOT NULL, message TEXT NOT NULL, "at" TIMESTAMP NOT NULL
+);
+CREATE TABLE rollouts (
+    run_id TEXT NOT NULL, step INTEGER NOT NULL, prompt_index INTEGER NOT NULL,
+    sample_index INTEGER NOT NULL, turn INTEGER NOT NULL, prompt TEXT NOT NULL,
+    reasoning TEXT NOT NULL, action TEXT NOT NULL, reward DOUBLE NOT NULL
+);
+INSERT INTO schema_version VALUES (2);
+"""
+
+
+def schema_2_store(path, run_id="old") -> None:
+    con = duckdb.connect(str(path))
+    con.execute(SCHEMA_2)
+    now = datetime(2026, 1, 2, 3, 4, 5)
+    con.execute("INSERT INTO runs (run_id, status, config, plugins, git_commit, seed, last_step,"
+                " created_at, updated_at, finished_at) VALUES (?, 'finished', '{\"steps\": 1}', '[]',"
+                " 'abc', 0, 1, ?, ?, ?)", [run_id, now, now, now])
+    con.execute("INSERT INTO metrics VALUES (?, 1, 'val/success', 0.5)", [run_id])
+    con.close()
+
+
+def test_migrations_are_numbered_in_order_up_to_the_schema_version():
+    versions = [m.version for m in MIGRATIONS]
+    assert versions == sorted(set(versions)) and versions[-1] == SCHEMA_VERSION == 3
+    assert all(m.description for m in MIGRATIONS)
+
+
+def test_a_schema_2_store_opens_gains_the_columns_and_records_the_migration(tmp_path):
+    db = tmp_path / "old.duckdb"
+    schema_2_store(db)
+    store = RunStore(db)
+    row = store.get_run("old")
+    assert (row["status"], row["git_commit"], row["last_step"]) == ("finished", "abc", 1)
+    assert (row["name"], row["tags"], row["note"], row["environment"]) == (None, [], None, {})
+    assert (row["pid"], row["host"], row["heartbeat_at"]) == (None, None, None)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("SELECT max(version) FROM schema_version").fetchone()[0] == 3
+        ledger = con.execute("SELECT version, description FROM schema_migrations").fetchall()
+    finally:
+        con.close()
+    assert [v for v, _ in ledger] == [3] and "heartbeat" in ledger[0][1]
+    store.update_run("old", name="baseline", tags=["a"])  # the new columns take writes
+    assert RunStore(db).get_run("old")["tags"] == ["a"]
+    assert store.metrics("old") == [(1, "val/success", 0.5)]
+
+
+def test_a_new_store_records_every_migration(tmp_path):
+    store = RunStore(tmp_path / "new.duckdb")
+    con = duckdb.connect(str(store.path), read_only=True)
+    try:
+        assert [r[0] for r in con.execute("SELECT version FROM schema_migrations ORDER BY version")
+                .fetchall()] == [m.version for m in MIGRATIONS]
+    finally:
+        con.close()
+
+
+def test_schema_2_cell_files_import_into_a_schema_3_store_and_back(tmp_path):
+    schema_2_store(tmp_path / "cell.duckdb", "from-cell")
+    main = RunStore(tmp_path / "main.duckdb")
+    assert main.import_runs(tmp_path / "cell.duckdb") == ["from-cell"]
+    assert main.get_run("from-cell")["tags"] == []
+    main.create_run("labelled", {"steps": 1}, [], None, name="n", tags=["t"], environment={"python": "3"})
+    other = RunStore(tmp_path / "other.duckdb")
+    assert other.import_runs(main.path) == ["from-cell", "labelled"]
+    row = other.get_run("labelled")
+    assert (row["name"], row["tags"], row["environment"]) == ("n", ["t"], {"python": "3"})
+
+
+def test_a_store_newer_than_the_code_is_refused(tmp_path):
+    db = tmp_path / "future.duckdb"
+    schema_2_store(db)
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE schema_version SET version = 99")
+    con.close()
+    with pytest.raises(RuntimeError, match="schema 99 is newer than 3"):
+        RunStore(db)
