@@ -14,6 +14,7 @@ from mirage.app.across_runs import diagnostics_vs_success
 from mirage.app.config_diff import config_diff
 from mirage.app.dynamics import filter_behaviour, gradient_norms, mi_vs_entropy, training_dynamics
 from mirage.app.explorer import metric_explorer
+from mirage.app.paired_effect import paired_effect
 from mirage.app.reader import StoreReader
 from mirage.app.rewards import reward_distribution
 from mirage.app.rollout_browser import rollout_browser
@@ -28,6 +29,7 @@ TABS = {
     "Across runs": (diagnostics_vs_success,),
     "Filter & gradients": (filter_behaviour, gradient_norms),
     "Sweeps": (stochasticity, pivot),
+    "Paired effect": (paired_effect,),
     "Reward distribution": (reward_distribution,),
     "Rollouts": (rollout_browser,),
     "Config diff": (config_diff,),

@@ -191,6 +191,11 @@ def final_by_axes(reader: StoreReader, run_ids: Sequence[str], metric: str, axis
     )
 
 
+def finals(reader: StoreReader, run_ids: Sequence[str], metric: str) -> pd.DataFrame:
+    """Each run's final ``metric``: columns run_id, value (runs without one left out)."""
+    return reader.query(f"{_FINAL} ORDER BY run_id", [metric, list(run_ids)])
+
+
 def slip_sweep(reader: StoreReader, run_ids: Sequence[str], metric: str) -> pd.DataFrame:
     """FrozenLake runs' final ``metric`` by slip probability and filter setting:
     columns slip, filtering, mean, spread (sample std over replicates), replicates."""
