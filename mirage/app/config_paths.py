@@ -67,9 +67,10 @@ def _split(flats: Sequence[Mapping[str, str]], path: str) -> tuple[int, ...]:
 
 def _one_per_split(paths: Sequence[str], flats: Sequence[Mapping[str, str]]) -> list[str]:
     """Of paths that split the runs identically (``filter.name`` and ``filter.rho`` of a
-    none-vs-top_p pair), keep the shortest name: they are one axis."""
+    none-vs-top_p pair), keep one: they are one axis. A component's ``name`` first (the
+    choice its settings follow from), then the shortest path."""
     kept: dict[tuple[int, ...], str] = {}
-    for path in sorted(paths, key=lambda p: (len(p), p)):
+    for path in sorted(paths, key=lambda p: (not p.endswith(".name"), len(p), p)):
         kept.setdefault(_split(flats, path), path)
     return sorted(kept.values())
 
@@ -100,3 +101,13 @@ def unchosen(configs: Sequence[Mapping[str, Any]], chosen: Sequence[str]) -> lis
     free = [path for path in varying_paths(configs)
             if path not in chosen and not determined_by(path, chosen, flats)]
     return _one_per_split(free, flats)
+
+
+def moving_with(configs: Sequence[Mapping[str, Any]], chosen: Sequence[str]) -> list[str]:
+    """Paths (not chosen, seed aside) whose value changes only together with the chosen
+    paths among these configs: a comparison along ``chosen`` measures them too."""
+    flats = _plain(configs)
+    rest = unchosen(configs, chosen)
+    return [path for path in varying_paths(configs)
+            if path not in chosen and determined_by(path, chosen, flats)
+            and not determined_by(path, rest, flats)]

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from mirage.app import queries
-from mirage.app.config_paths import flatten, unchosen, varying_paths
+from mirage.app.config_paths import flatten, moving_with, unchosen, varying_paths
 from mirage.app.hints import missing
 from mirage.app.picker import Selection
 from mirage.app.sweeps import FINALS
@@ -31,12 +31,16 @@ def _labels(flats: dict[str, dict], paths: list[str]) -> dict[str, str]:
             for run_id, flat in flats.items()}
 
 
+def _arm_paths(configs: dict[str, dict], section: str) -> list[str]:
+    return [path for path in varying_paths(list(configs.values()))
+            if path.split(".")[0] == section]
+
+
 def arms(sel: Selection, configs: dict[str, dict], section: str) -> pd.DataFrame:
     """One row per run: run_id, seed, arm (its values under ``section``) and context
     (its values on the other paths where runs of one arm still differ)."""
     flats = {run_id: flatten(config) for run_id, config in configs.items()}
-    arm_paths = [path for path in varying_paths(list(configs.values()))
-                 if path.split(".")[0] == section]
+    arm_paths = _arm_paths(configs, section)
     context_paths = unchosen(list(configs.values()), arm_paths)
     arm, context = _labels(flats, arm_paths), _labels(flats, context_paths)
     seeds = dict(zip(sel.runs["run_id"], sel.runs["seed"]))
@@ -126,4 +130,8 @@ def paired_effect(sel: Selection) -> None:
         return
     st.markdown("\n".join(f"- {_statement(row, arm_a, arm_b, metric)}"
                           for _, row in table.iterrows()))
+    moved = moving_with(list(configs.values()), _arm_paths(configs, section))
+    if moved:
+        st.caption("Between these runs, " + ", ".join(f"`{path}`" for path in moved)
+                   + f" changed together with `{section}`: the difference measures both.")
     st.dataframe(table, hide_index=True)

@@ -72,6 +72,18 @@ def _facet_options(values: pd.Series) -> list:
     return sorted(found, key=lambda v: (isinstance(v, str), v))
 
 
+def _linked(column: str, options: list) -> list:
+    """The facet values the page's query parameters name (``?env=sokoban&filter=none``)."""
+    wanted = {text for value in st.query_params.get_all(column) for text in value.split(",")}
+    return [option for option in options if str(option) in wanted]
+
+
+def _how_many(settings: AppConfig) -> int:
+    """Runs picked when the filters change: ``?runs=N``, else ``AppConfig.default_runs``."""
+    linked = st.query_params.get("runs", "")
+    return int(linked) if linked.isdigit() and int(linked) > 0 else settings.default_runs
+
+
 def pick_runs(all_runs: pd.DataFrame, settings: AppConfig) -> list[str]:
     """Sidebar filters and the run multiselect; returns the chosen run ids.
 
@@ -86,14 +98,15 @@ def pick_runs(all_runs: pd.DataFrame, settings: AppConfig) -> list[str]:
         options = _facet_options(all_runs[column])
         if len(options) < 2:
             continue
-        chosen = sidebar.multiselect(label, options, key=f"facet_{column}")
+        chosen = sidebar.multiselect(label, options, default=_linked(column, options),
+                                     key=f"facet_{column}")
         if chosen:
             candidates = candidates[candidates[column].isin(chosen)]
             narrowed[column] = [str(value) for value in chosen]
     labels = {run["run_id"]: run_label(run) for _, run in candidates.iterrows()}
     if st.session_state.get("runs_narrowed_by") != narrowed or "runs" not in st.session_state:
         st.session_state["runs_narrowed_by"] = narrowed
-        st.session_state["runs"] = list(labels)[: settings.default_runs]
+        st.session_state["runs"] = list(labels)[: _how_many(settings)]
     return sidebar.multiselect(
         f"compare ({len(labels)} of {len(all_runs)} runs match)", list(labels),
         format_func=lambda run_id: labels.get(run_id, run_id), key="runs",
