@@ -23,10 +23,17 @@ DASHES = ([1, 0], [6, 3], [2, 2], [8, 2, 2, 2])
 DASH_NAMES = ("solid", "dashed", "dotted", "dash-dot")
 
 
-def coloured(colours: Colours, field: str = "run", title: str = "run") -> alt.Color:
+# A group's legend symbol: its line in full colour (not the faint band)
+GROUP_LEGEND = alt.Legend(orient="bottom", direction="vertical", labelLimit=400,
+                          labelFontSize=10, symbolType="stroke", symbolOpacity=1,
+                          symbolStrokeWidth=3)
+
+
+def coloured(colours: Colours, field: str = "run", title: str = "run",
+             legend: alt.Legend = LEGEND) -> alt.Color:
     """Colour by ``field`` (frames carry ``run``, each run's legend label: see
     picker.Selection.labelled) on the page's fixed scale."""
-    return alt.Color(f"{field}:N", title=title, legend=LEGEND, scale=colours.scale())
+    return alt.Color(f"{field}:N", title=title, legend=legend, scale=colours.scale())
 
 
 def series_labels(names: pd.Series) -> pd.Series:
@@ -166,7 +173,7 @@ def grouped_lines(frame: pd.DataFrame, title: str, x_title: str, y_title: str,
     high, runs; see grouping.banded), one colour per group on the page's scale."""
     base = alt.Chart(frame).encode(
         x=alt.X("x:Q", title=x_title, axis=alt.Axis(format="~g")),
-        color=coloured(colours, "group", legend_title),
+        color=coloured(colours, "group", legend_title, GROUP_LEGEND),
     )
     band = base.mark_area(opacity=0.2).encode(y="low:Q", y2="high:Q")
     line = base.mark_line().encode(

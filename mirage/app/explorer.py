@@ -18,7 +18,8 @@ from mirage.app.colours import colours_for
 from mirage.app.config_paths import axes, varying_paths
 from mirage.app.picker import Selection
 
-# runs-table columns a group can be (a column the store lacks is left out)
+# runs-table columns a group can be (a column the store lacks is left out: see
+# queries.OPTIONAL_RUN_COLUMNS)
 GROUP_COLUMNS = ("experiment", "tags", "name")
 COLUMN = "column:"  # option prefix of a runs-table column among the config paths
 PER_ROW = 2
@@ -28,6 +29,15 @@ def _param(name: str, options: list[str], default: str) -> int:
     """Index of the query parameter ``name`` among ``options`` (else of ``default``)."""
     wanted = st.query_params.get(name, default)
     return options.index(wanted) if wanted in options else options.index(default)
+
+
+def _smoothing() -> float:
+    """``?smooth=W`` when it is a weight in [0, 0.99], else 0 (no smoothing)."""
+    try:
+        weight = float(st.query_params.get("smooth", 0.0))
+    except ValueError:
+        return 0.0
+    return weight if 0.0 <= weight <= 0.99 else 0.0
 
 
 def _default_metrics(sel: Selection) -> list[str]:
@@ -76,8 +86,7 @@ def metric_explorer(sel: Selection) -> None:
     x_axes = list(queries.X_AXES)
     x_axis = pick_x.selectbox("x axis", x_axes, index=_param("x", x_axes, "step"),
                               key="explore_x")
-    weight = pick_smooth.slider("EMA smoothing", 0.0, 0.99,
-                                float(st.query_params.get("smooth", 0.0)), 0.01,
+    weight = pick_smooth.slider("EMA smoothing", 0.0, 0.99, _smoothing(), 0.01,
                                 key="explore_smooth")
     if not metrics:
         st.info("Pick one or more metrics to chart.")

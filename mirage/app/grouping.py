@@ -51,7 +51,8 @@ def column_groups(runs: pd.DataFrame, column: str) -> dict[str, str]:
             return ",".join(map(str, value)) or "(none)"
         return "(none)" if value is None or (isinstance(value, float) and np.isnan(value)) \
             else str(value)
-    return {run_id: f"{column}={text(value)}" for run_id, value in zip(runs["run_id"], runs[column])}
+    return {run_id: f"{column}={text(value)}"
+            for run_id, value in zip(runs["run_id"], runs[column])}
 
 
 def banded(frame: pd.DataFrame, groups: Mapping[str, str], band: str) -> pd.DataFrame:

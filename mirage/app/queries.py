@@ -31,13 +31,20 @@ def json_path(dotted: str) -> str:
     return "$." + ".".join('"' + part.replace('"', '\\"') + '"' for part in dotted.split("."))
 
 
+# runs-table columns read when the store has them (newer stores add them)
+OPTIONAL_RUN_COLUMNS = ("name", "tags")
+
+
 def runs(reader: StoreReader) -> pd.DataFrame:
-    """Every run, newest first, with the config fields the run picker filters on."""
+    """Every run, newest first, with the config fields the run picker filters on (and
+    the columns of OPTIONAL_RUN_COLUMNS the store has)."""
     if not reader.has_table("runs"):
         return pd.DataFrame()
+    present = reader.columns("runs")
+    optional = "".join(f'"{c}", ' for c in OPTIONAL_RUN_COLUMNS if c in present)
     return reader.query(
-        """
-        SELECT run_id, status, experiment, cell,
+        f"""
+        SELECT run_id, status, experiment, cell, {optional}
                coalesce(seed, TRY_CAST(json_extract_string(config, '$.seed') AS BIGINT)) AS seed,
                json_extract_string(config, '$.env.name') AS env,
                json_extract_string(config, '$.algorithm.name') AS algorithm,

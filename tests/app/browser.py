@@ -3,11 +3,10 @@
 Chromium is driven over the DevTools protocol (a websocket), so a test waits in real time
 for what it expects (Streamlit renders over its own websocket; timers like the refresh of
 a running run fire in real time) instead of guessing a virtual-time budget. Used by the
-end-to-end tests, and as a script for the README's screenshot:
+end-to-end tests, and as a script for the README's screenshot (the command is in
+docs/app.md, "Tests"): ``--query`` opens a linked view, ``--tab`` a chosen tab.
 
-    .venv/bin/python tests/app/browser.py --db runs/mirage.duckdb --out docs/img/app.png
-
-(``--query`` and ``--tab`` open a linked view on a chosen tab: docs/app.md.)
+    .venv/bin/python tests/app/browser.py --db runs/mirage.duckdb --out shot.png
 
 Every process started here runs in its own session and is killed with its whole process
 group on the way out, whatever happened.
@@ -219,7 +218,8 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=1400)
     parser.add_argument("--height", type=int, default=1100)
     parser.add_argument("--charts", type=int, default=5, help="wait for this many charts")
-    parser.add_argument("--query", default="", help="the page's query string, e.g. group=filter.name")
+    parser.add_argument("--query", default="",
+                        help="the page's query string, e.g. group=filter.name")
     parser.add_argument("--tab", help="open this tab before the screenshot")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

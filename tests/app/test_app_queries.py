@@ -156,3 +156,15 @@ def test_final_by_axes_keeps_runs_apart_that_differ_elsewhere(tmp_path):
                     ("top_p", ("20",)): (0.5, 1)}
     pooled = queries.final_by_axes(reader, list("abcd"), "val/success", "filter.name", None)
     assert pooled["replicates"].tolist() == [3, 1]  # what the pivot used to show
+
+
+def test_runs_reads_a_tags_column_when_the_store_has_one(tmp_path):
+    store = RunStore(tmp_path / "s.duckdb")
+    store.create_run("r", {}, [], None)
+    reader = StoreReader(store.path)
+    assert "tags" not in queries.runs(reader).columns  # an older store: no such column
+    con = duckdb.connect(str(store.path))
+    con.execute("ALTER TABLE runs ADD COLUMN tags TEXT[]")
+    con.execute("UPDATE runs SET tags = ['baseline', 'lake']")
+    con.close()
+    assert list(queries.runs(StoreReader(store.path))["tags"].iloc[0]) == ["baseline", "lake"]
