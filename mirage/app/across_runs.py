@@ -54,7 +54,8 @@ def diagnostics_vs_success(sel: Selection) -> None:
             diagnostic = picker.selectbox(label, options, key=key)
             points = sel.labelled(_scatter(summary, diagnostic, target))
             st.altair_chart(charts.per_run_scatter(points, f"{diagnostic} vs final {target}",
-                                                   diagnostic, f"final {target}"),
+                                                   diagnostic, f"final {target}",
+                                                   sel.colours),
                             width="stretch")
     runs_with_target = summary.loc[summary["name"] == target, "run_id"].nunique()
     if runs_with_target < MIN_RUNS:

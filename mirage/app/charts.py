@@ -9,12 +9,11 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from mirage.app.colours import Colours
 from mirage.app.queries import PHASES
 
 # Run legends below the plot, so side-by-side charts keep their full width for the data.
 LEGEND = alt.Legend(orient="bottom", direction="vertical", labelLimit=400, labelFontSize=10)
-# Frames carry run_id and run (its legend label, see picker.Selection.labelled).
-RUN = alt.Color("run:N", title="run", legend=LEGEND)
 STEP = alt.X("step:Q", title="step", axis=alt.Axis(tickMinStep=1, format="d"))
 # Fit the width to the column, keep the plot's own height (Streamlit's default "fit" would
 # squeeze the plot so that its legends fit the height too).
@@ -24,6 +23,19 @@ DASHES = ([1, 0], [6, 3], [2, 2], [8, 2, 2, 2])
 DASH_NAMES = ("solid", "dashed", "dotted", "dash-dot")
 
 
+# A group's legend symbol: its line in full colour (not the faint band)
+GROUP_LEGEND = alt.Legend(orient="bottom", direction="vertical", labelLimit=400,
+                          labelFontSize=10, symbolType="stroke", symbolOpacity=1,
+                          symbolStrokeWidth=3)
+
+
+def coloured(colours: Colours, field: str = "run", title: str = "run",
+             legend: alt.Legend = LEGEND) -> alt.Color:
+    """Colour by ``field`` (frames carry ``run``, each run's legend label: see
+    picker.Selection.labelled) on the page's fixed scale."""
+    return alt.Color(f"{field}:N", title=title, legend=legend, scale=colours.scale())
+
+
 def series_labels(names: pd.Series) -> pd.Series:
     """Legend labels: the last part of each name when they all share the rest
     (``mi/first_turn/retrieval_acc`` -> ``retrieval_acc``), else the full names."""
@@ -31,7 +43,7 @@ def series_labels(names: pd.Series) -> pd.Series:
     return names.str.rpartition("/")[2] if len(parents) == 1 else names
 
 
-def over_steps(frame: pd.DataFrame, title: str, y_title: str,
+def over_steps(frame: pd.DataFrame, title: str, y_title: str, colours: Colours,
                alarms: pd.DataFrame | None = None) -> alt.Chart | alt.LayerChart:
     """One line per run (a dash per metric name when there are several, named under
     the title) over steps; ``alarms`` (run_id, run, step, message) become dotted
@@ -42,7 +54,7 @@ def over_steps(frame: pd.DataFrame, title: str, y_title: str,
         x=STEP,
         y=alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False),
                 axis=alt.Axis(format="~g")),
-        color=RUN,
+        color=coloured(colours),
         tooltip=["run_id", "name", "step", alt.Tooltip("value:Q", format=".4g")],
     )
     heading = alt.TitleParams(title)
@@ -54,25 +66,28 @@ def over_steps(frame: pd.DataFrame, title: str, y_title: str,
     chart = alt.Chart(data).mark_line(point=True).encode(**encodings).properties(height=HEIGHT)
     if alarms is not None and not alarms.empty:
         rules = alt.Chart(alarms[["run_id", "run", "step", "message"]]).mark_rule(
-            strokeDash=[2, 3]).encode(x="step:Q", color=RUN, tooltip=["run_id", "step", "message"])
+            strokeDash=[2, 3]).encode(x="step:Q", color=coloured(colours),
+                                      tooltip=["run_id", "step", "message"])
         return alt.layer(chart, rules).properties(title=heading, autosize=FIT_WIDTH)
     return chart.properties(title=heading, autosize=FIT_WIDTH)
 
 
-def connected(frame: pd.DataFrame, title: str, x_title: str, y_title: str) -> alt.Chart:
+def connected(frame: pd.DataFrame, title: str, x_title: str, y_title: str,
+              colours: Colours) -> alt.Chart:
     """Each run's path through (x, y), in step order (columns run_id, run, step, x, y)."""
     return alt.Chart(frame).mark_line(point=True).encode(
         x=alt.X("x:Q", title=x_title, scale=alt.Scale(zero=False)),
         y=alt.Y("y:Q", title=y_title, scale=alt.Scale(zero=False)),
-        order="step:Q", color=RUN, tooltip=["run_id", "step", "x", "y"],
+        order="step:Q", color=coloured(colours), tooltip=["run_id", "step", "x", "y"],
     ).properties(title=title, height=HEIGHT, autosize=FIT_WIDTH)
 
 
-def per_run_scatter(frame: pd.DataFrame, title: str, x_title: str, y_title: str) -> alt.Chart:
+def per_run_scatter(frame: pd.DataFrame, title: str, x_title: str, y_title: str,
+                    colours: Colours) -> alt.Chart:
     """One point per run (columns run_id, run, x, y)."""
     return alt.Chart(frame).mark_circle(size=90).encode(
         x=alt.X("x:Q", title=x_title, scale=alt.Scale(zero=False)),
-        y=alt.Y("y:Q", title=y_title), color=RUN, tooltip=["run_id", "x", "y"],
+        y=alt.Y("y:Q", title=y_title), color=coloured(colours), tooltip=["run_id", "x", "y"],
     ).properties(title=title, height=HEIGHT, autosize=FIT_WIDTH)
 
 
@@ -150,3 +165,22 @@ def share_bars(frame: pd.DataFrame, title: str) -> alt.FacetChart:
         tooltip=["run_id", "phase", "kind", alt.Tooltip("share:Q", format=".2f")],
     ).properties(width=200, height=180).facet(column=alt.Column("run:N", title=None)
                                               ).properties(title=title)
+
+
+def grouped_lines(frame: pd.DataFrame, title: str, x_title: str, y_title: str,
+                  colours: Colours, legend_title: str) -> alt.LayerChart:
+    """The mean of each group over x with its band (columns group, step, x, mean, low,
+    high, runs; see grouping.banded), one colour per group on the page's scale."""
+    base = alt.Chart(frame).encode(
+        x=alt.X("x:Q", title=x_title, axis=alt.Axis(format="~g")),
+        color=coloured(colours, "group", legend_title, GROUP_LEGEND),
+    )
+    band = base.mark_area(opacity=0.2).encode(y="low:Q", y2="high:Q")
+    line = base.mark_line().encode(
+        y=alt.Y("mean:Q", title=y_title, scale=alt.Scale(zero=False),
+                axis=alt.Axis(format="~g")),
+        tooltip=["group", "step", alt.Tooltip("x:Q", format=".4g"),
+                 alt.Tooltip("mean:Q", format=".4g"), alt.Tooltip("low:Q", format=".4g"),
+                 alt.Tooltip("high:Q", format=".4g"), "runs"],
+    )
+    return alt.layer(band, line).properties(title=title, height=HEIGHT, autosize=FIT_WIDTH)

@@ -30,7 +30,7 @@ def _curve(sel: Selection, names: list[str], title: str, y_title: str, alarms=No
         return
     frame = sel.labelled(queries.curves(sel.reader, sel.run_ids, present,
                                         sel.settings.max_points))
-    st.altair_chart(charts.over_steps(frame, title, y_title, alarms), width="stretch")
+    st.altair_chart(charts.over_steps(frame, title, y_title, sel.colours, alarms), width="stretch")
 
 
 def training_dynamics(sel: Selection) -> None:
@@ -80,7 +80,8 @@ def mi_vs_entropy(sel: Selection) -> None:
         if frame.empty:
             st.info(f"No step has both `{entropy}` and `{proxy}` yet.")
         else:
-            st.altair_chart(charts.connected(frame, f"{proxy} vs {entropy}", entropy, proxy),
+            st.altair_chart(charts.connected(frame, f"{proxy} vs {entropy}", entropy, proxy,
+                                             sel.colours),
                             width="stretch")
 
 

@@ -7,25 +7,29 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import pandas as pd
 import streamlit as st
 
 from mirage.app import picker, queries
 from mirage.app.across_runs import diagnostics_vs_success
 from mirage.app.config_diff import config_diff
 from mirage.app.dynamics import filter_behaviour, gradient_norms, mi_vs_entropy, training_dynamics
+from mirage.app.explorer import metric_explorer
+from mirage.app.paired_effect import paired_effect
 from mirage.app.reader import StoreReader
 from mirage.app.rewards import reward_distribution
 from mirage.app.rollout_browser import rollout_browser
+from mirage.app.run_table import run_table
 from mirage.app.sweeps import pivot, stochasticity
 from mirage.core.config import AppConfig
 from mirage.core.store import default_db_path
 
 TABS = {
     "Training dynamics": (training_dynamics, mi_vs_entropy),
+    "Metric explorer": (metric_explorer,),
     "Across runs": (diagnostics_vs_success,),
     "Filter & gradients": (filter_behaviour, gradient_norms),
     "Sweeps": (stochasticity, pivot),
+    "Paired effect": (paired_effect,),
     "Reward distribution": (reward_distribution,),
     "Rollouts": (rollout_browser,),
     "Config diff": (config_diff,),
@@ -37,17 +41,6 @@ def db_path() -> Path:
     parser.add_argument("--db", type=Path)
     known, _ = parser.parse_known_args()
     return known.db or default_db_path()
-
-
-def run_status(sel: picker.Selection) -> None:
-    """One line per chosen run: id, status and progress (plain text, so it reads anywhere)."""
-    lines = []
-    for _, run in sel.runs.iterrows():
-        steps = f"/{int(run['steps'])}" if pd.notna(run["steps"]) else ""
-        progress = f"step {int(run['last_step'])}{steps}" if pd.notna(run["last_step"]) \
-            else "no step yet"
-        lines.append(f"- `{run['run_id']}` {run['status']}, {progress}")
-    st.markdown("\n".join(lines))
 
 
 def main() -> None:
@@ -77,7 +70,7 @@ def main() -> None:
     @st.fragment(run_every=settings.refresh_seconds if not running.empty else None)
     def views() -> None:
         sel = picker.select(reader, run_ids, settings, scope)
-        run_status(sel)
+        run_table(sel)
         for tab, tab_views in zip(st.tabs(list(TABS)), TABS.values()):
             with tab:
                 for view in tab_views:

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from mirage.app import queries
+from mirage.app.colours import Colours, colours_for
 from mirage.app.reader import StoreReader
 from mirage.core.config import AppConfig
 
@@ -36,10 +37,19 @@ class Selection:
     def has(self, name: str) -> bool:
         return name in self.names
 
+    @property
+    def labels(self) -> dict[str, str]:
+        """run id -> its legend label (id and filter), in selection order."""
+        return {run["run_id"]: legend_label(run) for _, run in self.runs.iterrows()}
+
+    @property
+    def colours(self) -> Colours:
+        """Each selected run's colour, the same on every chart of the page."""
+        return colours_for(self.labels.values())
+
     def labelled(self, frame: pd.DataFrame) -> pd.DataFrame:
         """``frame`` with a ``run`` column: each run's legend label (id and filter)."""
-        labels = {run["run_id"]: legend_label(run) for _, run in self.runs.iterrows()}
-        return frame.assign(run=frame["run_id"].map(labels).fillna(frame["run_id"]))
+        return frame.assign(run=frame["run_id"].map(self.labels).fillna(frame["run_id"]))
 
 
 def _setting(run: pd.Series) -> str:
@@ -62,22 +72,43 @@ def _facet_options(values: pd.Series) -> list:
     return sorted(found, key=lambda v: (isinstance(v, str), v))
 
 
+def _linked(column: str, options: list) -> list:
+    """The facet values the page's query parameters name (``?env=sokoban&filter=none``)."""
+    wanted = {text for value in st.query_params.get_all(column) for text in value.split(",")}
+    return [option for option in options if str(option) in wanted]
+
+
+def _how_many(settings: AppConfig) -> int:
+    """Runs picked when the filters change: ``?runs=N``, else ``AppConfig.default_runs``."""
+    linked = st.query_params.get("runs", "")
+    return int(linked) if linked.isdigit() and int(linked) > 0 else settings.default_runs
+
+
 def pick_runs(all_runs: pd.DataFrame, settings: AppConfig) -> list[str]:
-    """Sidebar filters and the run multiselect; returns the chosen run ids."""
+    """Sidebar filters and the run multiselect; returns the chosen run ids.
+
+    Whenever the filters change, the selection becomes the newest matching runs: the
+    runs picked before may not match any more, and Streamlit would otherwise keep only
+    those that do (often none)."""
     sidebar = st.sidebar
     sidebar.header("Runs")
     candidates = all_runs
+    narrowed = {}
     for column, label in FACETS.items():
         options = _facet_options(all_runs[column])
         if len(options) < 2:
             continue
-        chosen = sidebar.multiselect(label, options, key=f"facet_{column}")
+        chosen = sidebar.multiselect(label, options, default=_linked(column, options),
+                                     key=f"facet_{column}")
         if chosen:
             candidates = candidates[candidates[column].isin(chosen)]
+            narrowed[column] = [str(value) for value in chosen]
     labels = {run["run_id"]: run_label(run) for _, run in candidates.iterrows()}
-    default = list(labels)[: settings.default_runs]
+    if st.session_state.get("runs_narrowed_by") != narrowed or "runs" not in st.session_state:
+        st.session_state["runs_narrowed_by"] = narrowed
+        st.session_state["runs"] = list(labels)[: _how_many(settings)]
     return sidebar.multiselect(
-        f"compare ({len(labels)} of {len(all_runs)} runs match)", list(labels), default=default,
+        f"compare ({len(labels)} of {len(all_runs)} runs match)", list(labels),
         format_func=lambda run_id: labels.get(run_id, run_id), key="runs",
     )
 

@@ -31,13 +31,20 @@ def json_path(dotted: str) -> str:
     return "$." + ".".join('"' + part.replace('"', '\\"') + '"' for part in dotted.split("."))
 
 
+# runs-table columns read when the store has them (newer stores add them)
+OPTIONAL_RUN_COLUMNS = ("name", "tags")
+
+
 def runs(reader: StoreReader) -> pd.DataFrame:
-    """Every run, newest first, with the config fields the run picker filters on."""
+    """Every run, newest first, with the config fields the run picker filters on (and
+    the columns of OPTIONAL_RUN_COLUMNS the store has)."""
     if not reader.has_table("runs"):
         return pd.DataFrame()
+    present = reader.columns("runs")
+    optional = "".join(f'"{c}", ' for c in OPTIONAL_RUN_COLUMNS if c in present)
     return reader.query(
-        """
-        SELECT run_id, status, experiment, cell,
+        f"""
+        SELECT run_id, status, experiment, cell, {optional}
                coalesce(seed, TRY_CAST(json_extract_string(config, '$.seed') AS BIGINT)) AS seed,
                json_extract_string(config, '$.env.name') AS env,
                json_extract_string(config, '$.algorithm.name') AS algorithm,
@@ -74,6 +81,55 @@ def curves(reader: StoreReader, run_ids: Sequence[str], names: Sequence[str],
         FROM picked, width GROUP BY run_id, name, step // w ORDER BY run_id, name, step
         """,
         [list(run_ids), list(names), max_points],
+    )
+
+
+# x axis -> per-run running total at each step it was logged (the x of a point is the
+# total at the last such step at or before it; 0 before the first)
+X_AXES = {
+    "step": None,
+    # seconds per step (docs/metrics.md), summed: minutes since the run's first step
+    "wall time (min)": (
+        "SELECT run_id, step, sum(value) OVER (PARTITION BY run_id ORDER BY step) / 60 AS x"
+        f" FROM metrics WHERE name = 'time/step' AND {_IN_RUNS}"
+    ),
+    # every step that logged train/success sampled P x G trajectories
+    "trajectories seen": (
+        "SELECT m.run_id, m.step, count(*) OVER (PARTITION BY m.run_id ORDER BY m.step)"
+        " * TRY_CAST(json_extract_string(r.config, '$.rollout.prompts') AS BIGINT)"
+        " * TRY_CAST(json_extract_string(r.config, '$.rollout.group_size') AS BIGINT) AS x"
+        " FROM metrics m JOIN runs r USING (run_id)"
+        f" WHERE m.name = 'train/success' AND list_contains(?::TEXT[], m.run_id)"
+    ),
+}
+
+
+def series(reader: StoreReader, run_ids: Sequence[str], names: Sequence[str], x_axis: str,
+           max_points: int) -> pd.DataFrame:
+    """``run_id, name, step, x, value``: :func:`curves` with each point's ``x`` on the
+    chosen axis (a key of :data:`X_AXES`; x is the bucket's last)."""
+    if x_axis not in X_AXES:
+        raise ValueError(f"unknown x axis {x_axis!r}; valid: {', '.join(X_AXES)}")
+    totals = X_AXES[x_axis]
+    if totals is None:
+        placed, params = "SELECT *, step::DOUBLE AS x FROM picked", []
+    else:
+        placed = ("SELECT p.*, coalesce(t.x, 0)::DOUBLE AS x FROM picked p"
+                  " ASOF LEFT JOIN totals t ON p.run_id = t.run_id AND p.step >= t.step")
+        params = [list(run_ids)]
+    with_totals = "" if totals is None else f", totals AS ({totals})"
+    return reader.query(
+        f"""
+        WITH picked AS (
+            SELECT run_id, step, name, value FROM metrics
+            WHERE {_IN_RUNS} AND list_contains(?::TEXT[], name)
+        ){with_totals}, placed AS ({placed}), width AS (
+            SELECT greatest(1, ceil((max(step) + 1) / ?))::BIGINT AS w FROM picked
+        )
+        SELECT run_id, name, max(step) AS step, max(x) AS x, avg(value) AS value
+        FROM placed, width GROUP BY run_id, name, step // w ORDER BY run_id, name, step
+        """,
+        [list(run_ids), list(names), *params, max_points],
     )
 
 
@@ -119,21 +175,32 @@ def run_summaries(reader: StoreReader, run_ids: Sequence[str], target: str,
 
 
 def final_by_axes(reader: StoreReader, run_ids: Sequence[str], metric: str, axis_a: str,
-                  axis_b: str | None) -> pd.DataFrame:
+                  axis_b: str | None, apart: Sequence[str] = ()) -> pd.DataFrame:
     """Replicate mean, sample std and count of each run's final ``metric`` per grid
-    point of two dotted config paths (``axis_b`` None: one axis). Columns a, b, mean,
-    spread, replicates; a and b are the config values as text."""
+    point of two dotted config paths (``axis_b`` None: one axis). Runs that differ on a
+    path of ``apart`` are never pooled: each combination of their values is its own
+    cell. Columns a, b, apart (the ``apart`` values, a list), mean, spread,
+    replicates; config values as text, ``(absent)`` for a path a config lacks."""
     b_path = json_path(axis_b) if axis_b else None
+    value = "coalesce(json_extract_string(r.config, {}), '(absent)')"
     return reader.query(
         f"""
         WITH final AS ({_FINAL})
-        SELECT json_extract_string(r.config, ?) AS a,
-               CASE WHEN ? IS NULL THEN '' ELSE json_extract_string(r.config, ?) END AS b,
+        SELECT {value.format('?')} AS a,
+               CASE WHEN ? IS NULL THEN '' ELSE {value.format('?')} END AS b,
+               list_transform(json_extract_string(r.config, ?::TEXT[]),
+                              lambda v: coalesce(v, '(absent)')) AS apart,
                avg(f.value) AS mean, stddev_samp(f.value) AS spread, count(*) AS replicates
-        FROM runs r JOIN final f USING (run_id) GROUP BY a, b ORDER BY a, b
+        FROM runs r JOIN final f USING (run_id) GROUP BY ALL ORDER BY a, b, apart
         """,
-        [metric, list(run_ids), json_path(axis_a), b_path, b_path],
+        [metric, list(run_ids), json_path(axis_a), b_path, b_path,
+         [json_path(path) for path in apart]],
     )
+
+
+def finals(reader: StoreReader, run_ids: Sequence[str], metric: str) -> pd.DataFrame:
+    """Each run's final ``metric``: columns run_id, value (runs without one left out)."""
+    return reader.query(f"{_FINAL} ORDER BY run_id", [metric, list(run_ids)])
 
 
 def slip_sweep(reader: StoreReader, run_ids: Sequence[str], metric: str) -> pd.DataFrame:

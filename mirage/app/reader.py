@@ -53,3 +53,11 @@ class StoreReader:
 
     def has_table(self, name: str) -> bool:
         return name in self.tables()
+
+    def columns(self, table: str) -> frozenset[str]:
+        """Names of the columns of ``table`` (empty if there is no such table)."""
+        if not self.has_table(table):
+            return frozenset()
+        names = self.query("SELECT column_name FROM duckdb_columns() WHERE table_name = ?",
+                           [table])["column_name"]
+        return frozenset(names)

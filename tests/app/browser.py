@@ -3,9 +3,10 @@
 Chromium is driven over the DevTools protocol (a websocket), so a test waits in real time
 for what it expects (Streamlit renders over its own websocket; timers like the refresh of
 a running run fire in real time) instead of guessing a virtual-time budget. Used by the
-end-to-end tests, and as a script for the README's screenshot:
+end-to-end tests, and as a script for the README's screenshot (the command is in
+docs/app.md, "Tests"): ``--query`` opens a linked view, ``--tab`` a chosen tab.
 
-    .venv/bin/python tests/app/browser.py --db runs/mirage.duckdb --out docs/img/app.png
+    .venv/bin/python tests/app/browser.py --db runs/mirage.duckdb --out shot.png
 
 Every process started here runs in its own session and is killed with its whole process
 group on the way out, whatever happened.
@@ -144,6 +145,15 @@ class Page:
         _wait_for(f"the page never showed {what}", check, timeout, interval=0.5)
         return found[0]
 
+    def click_tab(self, name: str) -> None:
+        """Open the page's tab called ``name`` (Streamlit's tabs are elements of role tab)."""
+        script = ("(tab => tab ? (tab.click(), 'clicked') : 'missing')("
+                  "[...document.querySelectorAll('[role=\"tab\"]')]"
+                  f".find(t => t.innerText.trim() === {json.dumps(name)}))")
+        result = self.call("Runtime.evaluate", expression=script, returnByValue=True)
+        if result["result"].get("value") == "missing":
+            raise LookupError(f"no tab called {name!r}")
+
     def screenshot(self, path: Path) -> None:
         data = self.call("Page.captureScreenshot", format="png")["data"]
         path.write_bytes(base64.b64decode(data))
@@ -208,12 +218,18 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=1400)
     parser.add_argument("--height", type=int, default=1100)
     parser.add_argument("--charts", type=int, default=5, help="wait for this many charts")
+    parser.add_argument("--query", default="",
+                        help="the page's query string, e.g. group=filter.name")
+    parser.add_argument("--tab", help="open this tab before the screenshot")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         with serve(args.db, Path(tmp) / "app.log") as url, \
                 browser((args.width, args.height)) as page:
-            load_twice(page, url, charts=args.charts)
+            load_twice(page, url + (f"?{args.query}" if args.query else ""), charts=args.charts)
             page.wait_for("an idle script", script_idle, 60)
+            if args.tab:
+                page.click_tab(args.tab)
+                time.sleep(2)  # the tab's charts draw once they are visible
             time.sleep(1)  # let the last chart finish drawing
             page.screenshot(args.out)
     print(args.out)

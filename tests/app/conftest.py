@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from bench_store import write_bench_store
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,3 +46,10 @@ def app_store(tmp_path_factory, mirage_cache, tiny_config, cli_argv) -> tuple[Pa
         assert done.returncode == 0, done.stderr
         ids[name] = re.search(r"run (\S+) finished", done.stdout).group(1)
     return db, ids
+
+
+@pytest.fixture
+def bench_store(tmp_path):
+    """The hand-checked store of tests/app/bench_store.py (two sokoban runs, six newer
+    FrozenLake runs: none and top_p over seeds 0-2)."""
+    return write_bench_store(tmp_path / "bench.duckdb")

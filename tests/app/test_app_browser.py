@@ -9,8 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from bench_store import LIFT, SEEDS, lake
 from browser import browser, chromium, load_twice, rendered_charts, script_idle, serve
 
+from mirage.app.colours import PALETTE
 from mirage.core.store import RunStore
 
 pytestmark = pytest.mark.slow
@@ -22,8 +24,11 @@ MISSING = "Debian's chromium is missing: .ci/run installs it (apt-get install -y
 
 
 def run_line(run_id: str, status: str, step: str) -> re.Pattern:
-    """The run list's line for one run, as Streamlit renders it."""
-    return re.compile(rf"<code[^>]*>{run_id}</code>\s*{status}, step {step}")
+    """The run table's row for one run (cells run, status, progress), as Streamlit
+    renders it."""
+    cell = r"<t[dh][^>]*>(?:<[^>]+>)*\s*"
+    return re.compile(rf"{cell}{run_id}\s*(?:</[^>]+>)*{cell}{status}\s*(?:</[^>]+>)*"
+                      rf"{cell}step {step}\s*<")
 
 
 def test_app_renders_the_runs_and_charts_in_chromium(app_store, tmp_path):
@@ -63,3 +68,51 @@ def test_a_running_run_refreshes_in_the_open_page(app_store, tmp_path):
         assert run_line(run_id, "running", "4/4").search(dom)
         store.record_step(run_id, 5, {"val/success": 0.5})  # the app's reads never block this
         page.wait_for("step 5", lambda d: bool(run_line(run_id, "running", "5/4").search(d)), 60)
+
+
+def drawn_charts(dom: str) -> dict[str, tuple[set[str], set[str]]]:
+    """Vega title -> (stroke colours, legend-like texts) of each chart drawn in the page."""
+    found = {}
+    for chart in dom.split('data-testid="stVegaLiteChart"')[1:]:
+        title = re.search(r'role-title-text.*?<text[^>]*>([^<]*)</text>', chart)
+        if title:
+            found[title.group(1)] = (set(re.findall(r'stroke="(#[0-9a-f]{6})"', chart)),
+                                     set(re.findall(r"<text[^>]*>([^<]*)</text>", chart)))
+    return found
+
+
+def test_grouped_bands_and_stable_colours_in_chromium(bench_store, tmp_path):
+    """A linked explorer view (metrics and grouping in the URL) draws one mean line and
+    band per filter in the group colours; each run keeps its table colour on the
+    training-dynamics chart; narrowing the picker through the URL selects the matching
+    runs."""
+    assert chromium(), MISSING
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    query = "?group=filter.name&metrics=train/success,val/success"
+    runs = [lake(f, s) for f in reversed(LIFT) for s in reversed(SEEDS)]  # newest first
+    with serve(bench_store.path, tmp_path / "app.log") as url, browser() as page:
+        try:
+            dom = load_twice(page, url + query, charts=1)
+            first_tab = drawn_charts(page.wait_for("an idle script", script_idle, 60))
+            page.click_tab("Metric explorer")
+            dom = page.wait_for("the grouped charts", lambda d: rendered_charts(d) >= 3, 60)
+            charts = drawn_charts(dom)
+            page.open(url + "?env=sokoban&filter=none,top_p")
+            narrowed = page.wait_for("the sokoban runs", lambda d: bool(
+                run_line("a-sokoban-none", "finished", "0/4").search(d)), 60)
+        finally:
+            page.screenshot(ARTIFACTS / "app-grouped.png")
+            (ARTIFACTS / "app-grouped.html").write_text(page.dom())
+
+    groups = {"filter.name=none", "filter.name=top_p"}
+    for title in ("train/success by filter.name", "val/success by filter.name"):
+        strokes, texts = charts[title]
+        assert groups <= texts, texts  # the legend names both groups
+        assert set(PALETTE[:2]) <= strokes and not set(PALETTE[2:]) & strokes  # two colours
+    strokes, _ = first_tab["Validation success"]
+    assert set(PALETTE[:6]) <= strokes  # one colour per run, as in the run table
+    for run_id, colour in zip(runs, PALETTE):
+        assert re.search(rf"#T_\w+_row{runs.index(run_id)}_col0 {{ color: {colour}", dom), run_id
+    assert "Pick one or more runs" not in narrowed
+    assert run_line("a-sokoban-top_p", "finished", "0/4").search(narrowed)
+    assert not any(run_line(r, "finished", "4/4").search(narrowed) for r in runs)

@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 from mirage.app import queries
-from mirage.app.config_paths import diff, flatten, varying_paths
+from mirage.app.config_paths import axes, diff, flatten, moving_with, unchosen, varying_paths
 from mirage.app.reader import StoreReader
 from mirage.core.store import RunStore, StoreBusyError
 
@@ -118,3 +118,53 @@ def test_flatten_diff_and_varying_paths():
     assert diff(a, a).empty
     assert varying_paths([a, b]) == ["env.options.slip", "filter.rho"]  # no seed
     assert varying_paths([a]) == [] and varying_paths([]) == []
+
+
+def test_axes_are_paths_that_split_the_runs_their_own_way():
+    def cfg(env, instruction, filter_name, rho, steps, seed=0):
+        options = {"show_instruction": instruction} if env == "sokoban" else {}
+        return {"env": {"name": env, "options": options}, "seed": seed, "steps": steps,
+                "filter": {"name": filter_name, "rho": rho}}
+    configs = [cfg("sokoban", True, "none", 1.0, 20), cfg("sokoban", True, "top_p", 0.9, 20),
+               cfg("frozenlake", None, "none", 1.0, 60), cfg("frozenlake", None, "top_p", 0.9, 20),
+               cfg("frozenlake", None, "none", 1.0, 20, seed=1)]
+    # show_instruction only some configs have; rho splits the runs as filter.name does
+    assert axes(configs) == ["env.name", "filter.name", "steps"]
+    # two frozenlake-none runs differ in steps: not replicates of one cell
+    assert unchosen(configs, ["env.name", "filter.name"]) == ["steps"]
+    assert unchosen(configs, ["env.name", "filter.name", "steps"]) == []
+    assert unchosen(configs, ["env.name", "steps"]) == ["filter.name"]
+    # between these two runs steps changes with the filter: a comparison measures both
+    assert moving_with(configs[2:4], ["filter.name", "filter.rho"]) == ["steps"]
+    assert moving_with(configs, ["filter.name", "filter.rho"]) == []
+
+
+def test_final_by_axes_keeps_runs_apart_that_differ_elsewhere(tmp_path):
+    store = RunStore(tmp_path / "s.duckdb")
+    for run_id, (filter_name, steps, value) in {
+        "a": ("none", 20, 0.2), "b": ("none", 20, 0.4), "c": ("none", 60, 0.9),
+        "d": ("top_p", 20, 0.5),
+    }.items():
+        store.create_run(run_id, {"filter": {"name": filter_name}, "steps": steps}, [], None)
+        store.record_step(run_id, 1, {"val/success": value})
+    reader = StoreReader(store.path)
+    cells = queries.final_by_axes(reader, list("abcd"), "val/success", "filter.name", None,
+                                  ["steps"])
+    rows = {(a, tuple(apart)): (mean, n) for a, apart, mean, n in
+            zip(cells["a"], cells["apart"], cells["mean"], cells["replicates"])}
+    assert rows == {("none", ("20",)): (pytest.approx(0.3), 2), ("none", ("60",)): (0.9, 1),
+                    ("top_p", ("20",)): (0.5, 1)}
+    pooled = queries.final_by_axes(reader, list("abcd"), "val/success", "filter.name", None)
+    assert pooled["replicates"].tolist() == [3, 1]  # what the pivot used to show
+
+
+def test_runs_reads_a_tags_column_when_the_store_has_one(tmp_path):
+    store = RunStore(tmp_path / "s.duckdb")
+    store.create_run("r", {}, [], None)
+    reader = StoreReader(store.path)
+    assert "tags" not in queries.runs(reader).columns  # an older store: no such column
+    con = duckdb.connect(str(store.path))
+    con.execute("ALTER TABLE runs ADD COLUMN tags TEXT[]")
+    con.execute("UPDATE runs SET tags = ['baseline', 'lake']")
+    con.close()
+    assert list(queries.runs(StoreReader(store.path))["tags"].iloc[0]) == ["baseline", "lake"]

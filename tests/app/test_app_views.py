@@ -179,7 +179,8 @@ def test_a_running_run_is_re_read(app_store, tmp_path, monkeypatch):
     store.set_status(run_id, "running")
     at = open_app(copy, monkeypatch)
     assert any("in progress" in caption.value for caption in at.caption)
-    assert any(f"`{run_id}` running, step 4/4" in md.value for md in at.markdown)
+    runs = at.table[0].value.set_index("run")
+    assert runs.loc[run_id, ["status", "progress"]].tolist() == ["running", "step 4/4"]
     store.record_step(run_id, 5, {"val/success": 0.75, "filter/kept_ratio": 0.5})
     charts = chart_data(rerun(at))
     success = charts["Validation success"]
