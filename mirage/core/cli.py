@@ -306,6 +306,42 @@ def sweep(
 
 
 @app.command()
+def sweeps(
+    sweep_id: Optional[str] = typer.Argument(None, help="one sweep (an id or its prefix): every cell"),
+    db: Optional[Path] = typer.Option(None, help="DuckDB run store [default: $MIRAGE_DB or runs/mirage.duckdb]"),
+    last: int = typer.Option(5, help="how many of the newest sweeps to list"),
+) -> None:
+    """Progress of the store's sweeps, newest first, while they run: one line per sweep
+    with its cell counts, then its running cells (with their step) and failed cells
+    (with the reason). With SWEEP_ID, every cell of that sweep. Reads only."""
+    from mirage.flows.progress import cell_line, read_sweeps
+
+    target = db if db is not None else default_db_path()
+    try:
+        check_store_path(target, write=False)
+    except ConfigError as error:
+        _fail(str(error))
+    if last < 1:
+        _fail(f"--last {last}: expected a count of at least 1")
+    found = read_sweeps(target, last=None if sweep_id else last)
+    if sweep_id is not None:
+        chosen = [s for s in found if s.sweep_id.startswith(sweep_id)]
+        if not chosen:
+            known = ", ".join(s.sweep_id for s in found[:10]) or "none"
+            _fail(f"no sweep {sweep_id!r} in {target}; sweeps: {known}")
+        if len(chosen) > 1:
+            _fail(f"sweep {sweep_id!r} is ambiguous: {', '.join(s.sweep_id for s in chosen)}")
+        found = chosen
+    if not found:
+        typer.echo(f"no sweeps in {target}")
+    for sweep in found:
+        typer.echo(sweep.headline())
+        for cell in sweep.cells:
+            if sweep_id is not None or cell["status"] in ("running", "failed"):
+                typer.echo(f"  {cell_line(cell)}")
+
+
+@app.command()
 def serve(
     registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]"),
     db: Optional[Path] = typer.Option(None, help="DuckDB run store [default: $MIRAGE_DB or runs/mirage.duckdb]"),
