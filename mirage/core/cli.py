@@ -104,6 +104,7 @@ def _set_options(data: dict[str, Any], pairs: list[tuple[str, Any]], env_opt: li
 
 
 _F = _D.filter
+REGISTRY_HELP = "experiment registry [default: ./registry.yaml, else the one shipped with the package]"
 
 
 @app.command()
@@ -145,7 +146,7 @@ def run(
     env_opt: list[str] = typer.Option([], "--env-opt", help="environment option KEY=VALUE (repeatable), e.g. slip=0.1"),
     config_file: Optional[Path] = typer.Option(None, "--config", help="JSON/YAML file with a (partial) RunConfig"),
     experiment: Optional[str] = typer.Option(None, help="start from this registry.yaml experiment's base config"),
-    registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]"),
+    registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP),
     quiet: bool = typer.Option(False, help="no progress bar"),
 ) -> None:
     """Run rollout -> score -> diagnose -> filter -> update for --steps iterations."""
@@ -224,7 +225,7 @@ def preflight(
 
 
 @app.command()
-def experiments(registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]")) -> None:
+def experiments(registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP)) -> None:
     """Validate registry.yaml and list its experiments with their cell counts; an
     experiment needing a component no plugin registers is listed with what is missing."""
     from mirage.core.plugins import build_plugins
@@ -257,7 +258,7 @@ def sweep(
     runner: str = typer.Option("process", help=_RUNNER_HELP),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster address [default: a local Ray]"),
     db: Optional[Path] = typer.Option(None, help="DuckDB run store [default: $MIRAGE_DB or runs/mirage.duckdb]"),
-    registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]"),
+    registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP),
 ) -> None:
     """Run an experiment's grid in this process (the served deployment does the same)."""
     import os
@@ -343,7 +344,7 @@ def sweeps(
 
 @app.command()
 def serve(
-    registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]"),
+    registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP),
     db: Optional[Path] = typer.Option(None, help="DuckDB run store [default: $MIRAGE_DB or runs/mirage.duckdb]"),
     width: int = typer.Option(2, help="cells at once (deployment default)"),
     runner: str = typer.Option("process", help=_RUNNER_HELP),
@@ -380,7 +381,9 @@ def serve(
 
 @app.command()
 def report(
-    results: Path = typer.Option(Path("results/reproduction"), help="exported study (Parquet)"),
+    results: Optional[Path] = typer.Option(
+        None, help="exported study (Parquet) [default: ./results/reproduction, else the study "
+        "shipped with the package]"),
     out: Path = typer.Option(Path("docs/reproduction.md"), help="the report to write"),
     figures: Path = typer.Option(Path("docs/img/reproduction"), help="folder for its figures"),
     notes: Path = typer.Option(Path("results/reproduction.notes.yaml"), help="the researcher's reading of each verdict"),
@@ -390,9 +393,12 @@ def report(
 ) -> None:
     """Render docs/reproduction.md (tables, figures, verdicts) from the committed study results."""
     from mirage.report.render import build_report
-    from mirage.report.results import STUDY_EXPERIMENTS, export_study, restore_study
+    from mirage.report.results import (
+        STUDY_EXPERIMENTS, STUDY_RESULTS, default_results, export_study, restore_study,
+    )
 
     if restore is not None:
+        results = results or default_results()
         try:
             restore_study(results, restore)
         except (FileNotFoundError, FileExistsError) as error:
@@ -400,6 +406,7 @@ def report(
         typer.echo(f"restored {results} into {restore}")
         return
     if from_store:
+        results = results or STUDY_RESULTS  # the export goes where a checkout keeps it
         for store in from_store:
             if not store.exists():
                 _fail(f"store {store} does not exist")
@@ -409,6 +416,7 @@ def report(
             _fail(str(error))
         typer.echo(f"exported {sum(counts.values())} runs to {results} ("
                    + ", ".join(f"{name}: {count}" for name, count in counts.items()) + ")")
+    results = results or default_results()
     if not (results / "runs.parquet").exists():
         _fail(f"{results} holds no exported study; run the study and pass --from-store")
     findings = build_report(results, out, figures, notes)
