@@ -37,22 +37,22 @@ def _record(store: RunStore, sweep_id: str, rows: dict[str, dict[str, Any]], row
     print(progress_line(row, list(rows.values())))
 
 
-@flow(name="sweep-cells", log_prints=True, validate_parameters=False)
-def run_cells(specs: list[CellSpec], root: str, db: str, sweep_id: str,
+def run_cells(task_runner: Any, specs: list[CellSpec], root: Path, store: RunStore, sweep_id: str,
               rows: dict[str, dict[str, Any]]) -> None:
-    """Submit every cell to this flow's task runner; load each into the store ``db``
-    as it ends and print a progress line. ``rows``: every cell's summary row by config
-    hash (pending ones included), for the counts."""
-    store, rows = RunStore(db), dict(rows)
-    futures = [
-        run_cell.with_options(task_run_name=f"{spec.cell} seed={spec.seed}").submit(spec, root)
-        for spec in specs
-    ]
-    names = {future.task_run_id: spec for future, spec in zip(futures, specs)}
-    for future in as_completed(futures):
-        future.result(raise_on_failure=False)  # a failed cell recorded its outcome
-        spec = names[future.task_run_id]
-        _record(store, sweep_id, rows, load_cell(store, spec, Path(root)))
+    """Submit every cell to ``task_runner`` (chosen per sweep, so entered here rather
+    than fixed on the flow); load each into ``store`` as it ends and print a progress
+    line. The lines are this flow run's logs, which `--watch` prints. ``rows``: every
+    cell's summary row by config hash (pending ones included), for the counts."""
+    with task_runner:
+        futures = [
+            task_runner.submit(run_cell.with_options(task_run_name=f"{spec.cell} seed={spec.seed}"),
+                               {"spec": spec, "root": str(root)})
+            for spec in specs
+        ]
+        names = {future.task_run_id: spec for future, spec in zip(futures, specs)}
+        for future in as_completed(futures):
+            future.result(raise_on_failure=False)  # a failed cell recorded its outcome
+            _record(store, sweep_id, rows, load_cell(store, names[future.task_run_id], root))
 
 
 @flow(name="sweep", log_prints=True)
@@ -99,10 +99,12 @@ def sweep(
     for spec in (s for s in todo if s.config_hash not in to_run):
         _record(store, sweep_id, rows, load_cell(store, spec, root, loaded=True))
     if pending:
-        cells_flow = run_cells.with_options(task_runner=make_task_runner(runner, width, ray_address))
-        cells_flow(pending, str(root), str(target), sweep_id, rows, return_state=True)
-    # The store is the record of what was loaded: cells the cells flow never got to
-    # (it broke off) are still pending there and are loaded now.
+        try:
+            run_cells(make_task_runner(runner, width, ray_address), pending, root, store, sweep_id, rows)
+        except Exception as error:  # the runner broke off (e.g. Ray lost): load what is there
+            print(f"the task runner stopped: {type(error).__name__}: {error}")
+    # The store is the record of what was loaded: cells the runner never got to report
+    # are still pending there and are loaded now.
     rows = {row["config_hash"]: row for row in store.sweep_cells(sweep_id)}
     for spec in (s for s in pending if rows[s.config_hash]["status"] == "pending"):
         _record(store, sweep_id, rows, load_cell(store, spec, root))
