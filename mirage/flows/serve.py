@@ -20,7 +20,7 @@ from typing import Any
 from mirage.core.experiments import load_registry
 
 SERVER_READY_TIMEOUT = 90.0
-STREAMING_SETTINGS = {
+PREFECT_DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_RUNNER_POLL_FREQUENCY": "1",
     "PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED": "true",
@@ -40,7 +40,7 @@ def prefect_environment() -> dict[str, str]:
     state's message (without them it prints only the state's name); each only where
     the user has not set it."""
     env = dict(os.environ)
-    for name, value in STREAMING_SETTINGS.items():
+    for name, value in PREFECT_DEFAULTS.items():
         env.setdefault(name, value)
     return env
 
