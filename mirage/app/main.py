@@ -15,6 +15,7 @@ from mirage.app.config_diff import config_diff
 from mirage.app.dynamics import filter_behaviour, gradient_norms, mi_vs_entropy, training_dynamics
 from mirage.app.explorer import metric_explorer
 from mirage.app.paired_effect import paired_effect
+from mirage.app.live_sweeps import any_running, progress_panel, sweep_progress
 from mirage.app.reader import StoreReader
 from mirage.app.rewards import reward_distribution
 from mirage.app.rollout_browser import rollout_browser
@@ -28,7 +29,7 @@ TABS = {
     "Metric explorer": (metric_explorer,),
     "Across runs": (diagnostics_vs_success,),
     "Filter & gradients": (filter_behaviour, gradient_norms),
-    "Sweeps": (stochasticity, pivot),
+    "Sweeps": (sweep_progress, stochasticity, pivot),
     "Paired effect": (paired_effect,),
     "Reward distribution": (reward_distribution,),
     "Rollouts": (rollout_browser,),
@@ -53,9 +54,13 @@ def main() -> None:
                 f"`core run --db {reader.path}`, or open another store with `core app --db PATH`.")
         return
     all_runs = queries.runs(reader)
+    sweeping = any_running(reader)
+    refresh = settings.refresh_seconds
     if all_runs.empty:
         st.info(f"The store `{reader.path}` has no runs yet. Start one with "
                 f"`core run --db {reader.path}`; this page shows it as soon as it starts.")
+        if sweeping:  # a sweep whose first cell has not ended yet
+            st.fragment(run_every=refresh)(progress_panel)(reader)
         return
     run_ids = picker.pick_runs(all_runs, settings)
     if not run_ids:
@@ -63,11 +68,12 @@ def main() -> None:
         return
     scope = picker.mi_scope(frozenset(queries.metric_names(reader, run_ids)))
     running = all_runs[all_runs["run_id"].isin(run_ids) & (all_runs["status"] == "running")]
-    if not running.empty:
-        st.caption(f"{len(running)} selected run(s) in progress: the views re-read the store "
-                   f"every {settings.refresh_seconds:g} s.")
+    if not running.empty or sweeping:
+        st.caption(f"{len(running)} selected run(s) in progress"
+                   + (", a sweep running" if sweeping else "")
+                   + f": the views re-read the store every {refresh:g} s.")
 
-    @st.fragment(run_every=settings.refresh_seconds if not running.empty else None)
+    @st.fragment(run_every=refresh if not running.empty or sweeping else None)
     def views() -> None:
         sel = picker.select(reader, run_ids, settings, scope)
         run_table(sel)

@@ -110,6 +110,7 @@ def _settings(pairs: list[str], flag: str = "--set") -> dict[str, Any]:
 
 
 _F = _D.filter
+REGISTRY_HELP = "experiment registry [default: ./registry.yaml, else the one shipped with the package]"
 
 
 @app.command()
@@ -157,7 +158,7 @@ def run(
         "algorithm.clip_ratio_high=0.28; the value is typed by the config"),
     config_file: Optional[Path] = typer.Option(None, "--config", help="JSON/YAML file with a (partial) RunConfig"),
     experiment: Optional[str] = typer.Option(None, help="start from this registry.yaml experiment's base config"),
-    registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]"),
+    registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP),
     name: Optional[str] = typer.Option(None, help="a name for the run (see `core rename`)"),
     tag: list[str] = typer.Option([], "--tag", help="label the run (repeatable; see `core tag`)"),
     note: Optional[str] = typer.Option(None, help="a free-text note on the run (see `core note`)"),
@@ -257,7 +258,7 @@ def preflight(
 
 
 @app.command()
-def experiments(registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]")) -> None:
+def experiments(registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP)) -> None:
     """Validate registry.yaml and list its experiments with their cell counts; an
     experiment needing a component no plugin registers is listed with what is missing."""
     from mirage.core.plugins import build_plugins
@@ -290,7 +291,7 @@ def sweep(
     runner: str = typer.Option("process", help=_RUNNER_HELP),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster address [default: a local Ray]"),
     db: Optional[Path] = typer.Option(None, help=DB_HELP),
-    registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]"),
+    registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP),
 ) -> None:
     """Run an experiment's grid in this process (the served deployment does the same)."""
     import os
@@ -344,8 +345,44 @@ def sweep(
 
 
 @app.command()
+def sweeps(
+    sweep_id: Optional[str] = typer.Argument(None, help="one sweep (an id or its prefix): every cell"),
+    db: Optional[Path] = typer.Option(None, help=DB_HELP),
+    last: int = typer.Option(5, help="how many of the newest sweeps to list"),
+) -> None:
+    """Progress of the store's sweeps, newest first, while they run: one line per sweep
+    with its cell counts, then its running cells (with their step) and failed cells
+    (with the reason). With SWEEP_ID, every cell of that sweep. Reads only."""
+    from mirage.flows.progress import cell_line, read_sweeps
+
+    target = db if db is not None else default_db_path()
+    try:
+        check_store_path(target, write=False)
+    except ConfigError as error:
+        _fail(str(error))
+    if last < 1:
+        _fail(f"--last {last}: expected a count of at least 1")
+    found = read_sweeps(target, last=None if sweep_id else last)
+    if sweep_id is not None:
+        chosen = [s for s in found if s.sweep_id.startswith(sweep_id)]
+        if not chosen:
+            known = ", ".join(s.sweep_id for s in found[:10]) or "none"
+            _fail(f"no sweep {sweep_id!r} in {target}; sweeps: {known}")
+        if len(chosen) > 1:
+            _fail(f"sweep {sweep_id!r} is ambiguous: {', '.join(s.sweep_id for s in chosen)}")
+        found = chosen
+    if not found:
+        typer.echo(f"no sweeps in {target}")
+    for sweep in found:
+        typer.echo(sweep.headline())
+        for cell in sweep.cells:
+            if sweep_id is not None or cell["status"] in ("running", "failed"):
+                typer.echo(f"  {cell_line(cell)}")
+
+
+@app.command()
 def serve(
-    registry: Optional[Path] = typer.Option(None, help="experiment registry [default: ./registry.yaml]"),
+    registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP),
     db: Optional[Path] = typer.Option(None, help=DB_HELP),
     width: int = typer.Option(2, help="cells at once (deployment default)"),
     runner: str = typer.Option("process", help=_RUNNER_HELP),
@@ -382,7 +419,9 @@ def serve(
 
 @app.command()
 def report(
-    results: Path = typer.Option(Path("results/reproduction"), help="exported study (Parquet)"),
+    results: Optional[Path] = typer.Option(
+        None, help="exported study (Parquet) [default: ./results/reproduction, else the study "
+        "shipped with the package]"),
     out: Path = typer.Option(Path("docs/reproduction.md"), help="the report to write"),
     figures: Path = typer.Option(Path("docs/img/reproduction"), help="folder for its figures"),
     notes: Path = typer.Option(Path("results/reproduction.notes.yaml"), help="the researcher's reading of each verdict"),
@@ -392,9 +431,12 @@ def report(
 ) -> None:
     """Render docs/reproduction.md (tables, figures, verdicts) from the committed study results."""
     from mirage.report.render import build_report
-    from mirage.report.results import STUDY_EXPERIMENTS, export_study, restore_study
+    from mirage.report.results import (
+        STUDY_EXPERIMENTS, STUDY_RESULTS, default_results, export_study, restore_study,
+    )
 
     if restore is not None:
+        results = results or default_results()
         try:
             restore_study(results, restore)
         except (FileNotFoundError, FileExistsError) as error:
@@ -402,6 +444,7 @@ def report(
         typer.echo(f"restored {results} into {restore}")
         return
     if from_store:
+        results = results or STUDY_RESULTS  # the export goes where a checkout keeps it
         for store in from_store:
             if not store.exists():
                 _fail(f"store {store} does not exist")
@@ -411,6 +454,7 @@ def report(
             _fail(str(error))
         typer.echo(f"exported {sum(counts.values())} runs to {results} ("
                    + ", ".join(f"{name}: {count}" for name, count in counts.items()) + ")")
+    results = results or default_results()
     if not (results / "runs.parquet").exists():
         _fail(f"{results} holds no exported study; run the study and pass --from-store")
     findings = build_report(results, out, figures, notes)

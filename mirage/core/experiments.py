@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -128,10 +129,13 @@ def cell_label(point: dict[str, Any]) -> str:
 
 
 def default_registry_path() -> Path:
+    """The registry used without ``--registry``: ``$MIRAGE_REGISTRY``, else the user's own
+    ``./registry.yaml``, else the one shipped with the package (package data: in a
+    checkout, a link to the repository's registry.yaml)."""
     if env := os.environ.get("MIRAGE_REGISTRY"):
         return Path(env)
     local = Path("registry.yaml")
-    return local if local.exists() else Path(__file__).resolve().parents[2] / "registry.yaml"
+    return local if local.exists() else Path(str(files("mirage") / "registry.yaml"))
 
 
 def load_registry(path: Path | None = None) -> dict[str, Experiment]:

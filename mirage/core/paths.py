@@ -83,9 +83,33 @@ def check_store_path(path: Path, flag: str = "--db", *, write: bool = True) -> N
         raise ConfigError(f"{flag} {text!r} cannot be created: {str(base)!r} is not writable")
 
 
+# What from_pretrained loads weights from (torch checkpoints, single file or sharded).
+WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin",
+                   "pytorch_model*.bin.index.json")
+_LISTED = 8  # names a message lists of what a directory holds
+
+
+def checkpoint_problem(path: Path, value: str) -> str | None:
+    """Why the existing local path ``path`` (written ``value``) is not a Hugging Face
+    checkpoint directory (a config.json and weights), listing what it holds; or None."""
+    if not path.is_dir():
+        return f"--model {value!r} is not a checkpoint directory"
+    lacks = [] if (path / "config.json").is_file() else ["config.json"]
+    if not any(any(path.glob(pattern)) for pattern in WEIGHT_PATTERNS):
+        lacks.append("weights (*.safetensors or pytorch_model*.bin)")
+    if not lacks:
+        return None
+    names = sorted(child.name + ("/" if child.is_dir() else "") for child in path.iterdir())
+    held = ("it is empty" if not names else "it holds " + ", ".join(names[:_LISTED])
+            + (f" and {len(names) - _LISTED} more" if len(names) > _LISTED else ""))
+    return (f"--model {value!r} is not a Hugging Face checkpoint: no {' and no '.join(lacks)}; "
+            f"{held}")
+
+
 def check_model_path(value: str) -> None:
     """A ``--model`` that is written as a local path (absolute, ``./``, ``../``, ``~``)
-    must be an existing checkpoint directory; anything else is taken as a hub id."""
+    must be an existing checkpoint directory (config.json and weights); anything else
+    is taken as a hub id."""
     if not value.strip():
         raise ConfigError("--model: empty value; expected a checkpoint directory or hub id")
     local = value.startswith(("/", "./", "../", "~")) or Path(value).exists()
@@ -94,7 +118,6 @@ def check_model_path(value: str) -> None:
     path = Path(value).expanduser()
     if not path.exists():
         raise ConfigError(f"--model {value!r} does not exist")
-    if not path.is_dir():
-        raise ConfigError(f"--model {value!r} is not a checkpoint directory")
-    if not (path / "config.json").is_file():
-        raise ConfigError(f"--model {value!r} holds no config.json (not a Hugging Face checkpoint)")
+    problem = checkpoint_problem(path, value)
+    if problem:
+        raise ConfigError(problem)

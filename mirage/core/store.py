@@ -72,7 +72,8 @@ CREATE TABLE IF NOT EXISTS rollouts (
     reasoning TEXT NOT NULL, action TEXT NOT NULL, reward DOUBLE NOT NULL
 );
 """
-# One row per cell of a sweep (mirage/flows): created by the first sweep that writes here.
+# Sweeps (mirage/flows): one row per sweep (its process, so a reader can tell a killed one)
+# and one per cell, ``pending`` until the cell ends; created by the first sweep that writes here.
 _SWEEP_SCHEMA = """
 CREATE TABLE IF NOT EXISTS sweep_cells (
     sweep_id TEXT NOT NULL, experiment TEXT NOT NULL, cell TEXT NOT NULL, seed BIGINT,
@@ -80,7 +81,13 @@ CREATE TABLE IF NOT EXISTS sweep_cells (
     loaded BOOLEAN, error TEXT, success DOUBLE, retrieval_acc DOUBLE, entropy DOUBLE, kept_ratio DOUBLE,
     recorded_at TIMESTAMP NOT NULL
 );
+CREATE TABLE IF NOT EXISTS sweeps (
+    sweep_id TEXT NOT NULL, experiment TEXT NOT NULL, cells INTEGER NOT NULL, host TEXT NOT NULL,
+    pid INTEGER NOT NULL, state TEXT NOT NULL, message TEXT, started_at TIMESTAMP NOT NULL,
+    finished_at TIMESTAMP
+);
 """
+SWEEP_STATES = ("running", "completed", "failed")
 SWEEP_CELL_FIELDS = (
     "sweep_id", "experiment", "cell", "seed", "config_hash", "run_id", "status", "reused",
     "loaded", "error", "success", "retrieval_acc", "entropy", "kept_ratio",
@@ -522,20 +529,51 @@ class RunStore:
         )
         return {r["name"]: r["value"] for r in rows}
 
+    @staticmethod
+    def _insert_sweep_cells(con: duckdb.DuckDBPyConnection, rows: Sequence[Mapping[str, Any]]) -> None:
+        con.execute(_SWEEP_SCHEMA)
+        # Stores from before the "loaded" column (a cell only imported from an
+        # interrupted sweep's files) gain it; their old rows read NULL.
+        con.execute("ALTER TABLE sweep_cells ADD COLUMN IF NOT EXISTS loaded BOOLEAN")
+        now = _now()
+        for row in rows:
+            con.execute(
+                f"INSERT INTO sweep_cells ({', '.join(SWEEP_CELL_FIELDS)}, recorded_at)"
+                f" VALUES ({', '.join('?' * (len(SWEEP_CELL_FIELDS) + 1))})",
+                [row.get(k) for k in SWEEP_CELL_FIELDS] + [now],
+            )
+
     def record_sweep_cells(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Append one summary row per sweep cell (keys: ``SWEEP_CELL_FIELDS``)."""
-        now = _now()
         with self._tx() as con:
-            con.execute(_SWEEP_SCHEMA)
-            # Stores from before the "loaded" column (a cell only imported from an
-            # interrupted sweep's files) gain it; their old rows read NULL.
-            con.execute("ALTER TABLE sweep_cells ADD COLUMN IF NOT EXISTS loaded BOOLEAN")
-            for row in rows:
-                con.execute(
-                    f"INSERT INTO sweep_cells ({', '.join(SWEEP_CELL_FIELDS)}, recorded_at)"
-                    f" VALUES ({', '.join('?' * (len(SWEEP_CELL_FIELDS) + 1))})",
-                    [row.get(k) for k in SWEEP_CELL_FIELDS] + [now],
-                )
+            self._insert_sweep_cells(con, rows)
+
+    def start_sweep(self, sweep_id: str, experiment: str, rows: Sequence[Mapping[str, Any]],
+                    *, host: str, pid: int) -> None:
+        """Record a sweep as ``running`` in process ``pid`` on ``host``, with one row per
+        cell (``status`` ``pending`` for a cell still to run), in one transaction."""
+        with self._tx() as con:
+            self._insert_sweep_cells(con, rows)
+            con.execute("INSERT INTO sweeps (sweep_id, experiment, cells, host, pid, state,"
+                        " started_at) VALUES (?, ?, ?, ?, ?, 'running', ?)",
+                        [sweep_id, experiment, len(rows), host, pid, _now()])
+
+    def update_sweep_cell(self, sweep_id: str, row: Mapping[str, Any]) -> None:
+        """Replace the summary values of one cell of a sweep (found by its config hash)
+        once it has ended."""
+        changed = [k for k in SWEEP_CELL_FIELDS if k not in ("sweep_id", "config_hash")]
+        with self._tx() as con:
+            con.execute(f"UPDATE sweep_cells SET {', '.join(f'{k} = ?' for k in changed)}"
+                        " WHERE sweep_id = ? AND config_hash = ?",
+                        [row.get(k) for k in changed] + [sweep_id, row["config_hash"]])
+
+    def finish_sweep(self, sweep_id: str, state: str, message: str) -> None:
+        """Set a sweep's final ``state`` (completed or failed) and its one-line message."""
+        if state not in SWEEP_STATES[1:]:
+            raise ValueError(f"a sweep ends completed or failed, got {state!r}")
+        with self._tx() as con:
+            con.execute("UPDATE sweeps SET state = ?, message = ?, finished_at = ? WHERE sweep_id = ?",
+                        [state, message, _now(), sweep_id])
 
     def sweep_cells(self, sweep_id: str | None = None) -> list[dict[str, Any]]:
         """Summary rows of one sweep (or of all), in the order they were recorded."""

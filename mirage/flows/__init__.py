@@ -2,7 +2,8 @@
 
 ``cells`` expands an experiment into cells; ``task`` runs one cell into its own files;
 ``load`` brings finished cells into the main DuckDB store (the only writer);
-``summary`` builds and prints the per-cell table; ``runners`` picks the task runner
-(process pool or Ray); ``sweep`` is the flow; ``serve`` serves one deployment per
+``summary`` builds and prints the per-cell table and progress lines; ``progress`` reads
+a running sweep's progress (for ``core sweeps`` and the app); ``runners`` picks the task
+runner (process pool or Ray); ``sweep`` is the flow; ``serve`` serves one deployment per
 experiment. Prefect is imported only by ``task``, ``runners``, ``sweep`` and ``serve``.
 """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ from mirage.core.presets import TINY
 from mirage.core.validate import ConfigError
 
 PRESETS: dict[str, dict[str, Any]] = {"tiny": TINY}
+OUTCOME = "outcome.json"
+CELL_DB = "cell.duckdb"
 
 
 @dataclass(frozen=True)
@@ -63,3 +66,16 @@ def plan_cells(
 def cell_root(db: str | Path) -> Path:
     """Where cells write their own files: ``cells/`` beside the main store."""
     return Path(db).resolve().parent / "cells"
+
+
+def cell_dir(root: Path, spec: CellSpec) -> Path:
+    """A cell's own folder: its DuckDB file, checkpoints and outcome."""
+    return Path(root) / spec.config_hash
+
+
+def read_outcome(directory: Path) -> dict[str, Any] | None:
+    """The outcome a cell recorded, or None if it never finished writing one."""
+    try:
+        return json.loads((directory / OUTCOME).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None

@@ -14,9 +14,8 @@ from typing import Any
 from mirage.core.config import config_hash
 from mirage.core.loop import git_commit
 from mirage.core.store import RunStore, new_run_id
-from mirage.flows.cells import CellSpec
+from mirage.flows.cells import CELL_DB, CellSpec, cell_dir, read_outcome
 from mirage.flows.summary import SUMMARY_METRICS
-from mirage.flows.task import CELL_DB, cell_dir, read_outcome
 
 REUSABLE = ("finished", "stopped")
 
@@ -56,6 +55,14 @@ def load_cell(store: RunStore, spec: CellSpec, root: Path, *, loaded: bool = Fal
                          cell=spec.cell, seed=spec.seed)
         store.set_status(run_id, "failed", outcome["error"])
     return _row(store, spec, run_id, outcome["status"], outcome["error"], reused=False) | {"loaded": loaded}
+
+
+def pending_cell(spec: CellSpec) -> dict[str, Any]:
+    """The summary row of a cell still to run (``status`` ``pending``) until it ends."""
+    return {"experiment": spec.experiment, "cell": spec.cell, "seed": spec.seed,
+            "config_hash": spec.config_hash, "run_id": None, "status": "pending",
+            "reused": False, "loaded": False, "error": None,
+            **{column: None for column in SUMMARY_METRICS}}
 
 
 def reused_cell(store: RunStore, spec: CellSpec, run_id: str) -> dict[str, Any]:

@@ -20,6 +20,12 @@ from typing import Any
 from mirage.core.experiments import load_registry
 
 SERVER_READY_TIMEOUT = 90.0
+PREFECT_DEFAULTS = {
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_RUNNER_POLL_FREQUENCY": "1",
+    "PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED": "true",
+    "PREFECT_SERVER_LOGS_STREAM_PUBLISHING_ENABLED": "true",
+}
 
 
 def prefect_command() -> list[str]:
@@ -28,11 +34,14 @@ def prefect_command() -> list[str]:
 
 def prefect_environment() -> dict[str, str]:
     """This process's environment with the settings every MIRAGE Prefect process needs:
-    analytics off (otherwise a 'database is locked' traceback) and a 1 s runner poll so a
-    triggered run starts at once; both only where the user has not set them."""
+    analytics off (otherwise a 'database is locked' traceback), a 1 s runner poll so a
+    triggered run starts at once, and a server that streams flow-run logs out, so
+    `prefect deployment run --watch` prints the sweep's progress lines and its final
+    state's message (without them it prints only the state's name); each only where
+    the user has not set it."""
     env = dict(os.environ)
-    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    env.setdefault("PREFECT_RUNNER_POLL_FREQUENCY", "1")
+    for name, value in PREFECT_DEFAULTS.items():
+        env.setdefault(name, value)
     return env
 
 

@@ -42,6 +42,37 @@ def _origin(row: Mapping[str, Any]) -> str:
     return " (loaded)" if row.get("loaded") else ""
 
 
+# How much of a cell's error the one-line verdict and progress lines carry.
+REASON_CHARS = 300
+
+
+def reason(error: str | None) -> str:
+    """A cell's error as one line: its first line, cut at REASON_CHARS characters."""
+    lines = (error or "").strip().splitlines()
+    line = lines[0] if lines else "no error recorded"
+    return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 3] + "..."
+
+
+def first_failure(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """``CELL seed=N: REASON`` of the first failed cell (None if none failed), so the
+    flow's final state message, which Prefect prints, says why."""
+    for row in rows:
+        if row["status"] == "failed":
+            return f"{row['cell']} seed={row['seed']}: {reason(row.get('error'))}"
+    return None
+
+
+def progress_line(row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
+    """One line when a cell ends: the cell, its status (a failure's reason), then the
+    sweep's counts so far, e.g. ``[3/16] slip=0.5 seed=0: failed (OSError: ...);
+    1 finished, 1 failed, 0 stopped, 13 pending``."""
+    statuses = [r["status"] for r in rows]
+    ended = len(statuses) - statuses.count("pending")
+    said = f"failed ({reason(row.get('error'))})" if row["status"] == "failed" else row["status"]
+    counts = ", ".join(f"{statuses.count(s)} {s}" for s in ("finished", "failed", "stopped", "pending"))
+    return f"[{ended}/{len(rows)}] {row['cell']} seed={row['seed']}: {said}; {counts}"
+
+
 def verdict(rows: Sequence[Mapping[str, Any]]) -> str:
     """One line for the flow's final state, e.g. ``16 cells: 12 run, 2 loaded, 1 reused,
     1 failed``: run in this sweep, loaded from the files an interrupted sweep left,

@@ -1,13 +1,18 @@
 """The ``sweep`` flow: one registry.yaml experiment as a grid of Prefect tasks.
 
 Plan (validate every cell before anything runs) -> reuse cells whose resolved config
-already ran (cache key: config hash) -> run the rest on the chosen task runner, each
-into its own files -> load them into the main store (this process is its only writer)
--> store and print the summary. The final state says how many cells failed.
+already ran (cache key: config hash) -> record the sweep and its pending cells in the
+main store -> run the rest on the chosen task runner, each into its own files, and load
+each cell into the main store as soon as it ends (this process is the store's only
+writer), so a running sweep's finished cells are in the store and its progress in the
+``sweeps``/``sweep_cells`` tables -> store and print the summary. The final state's
+message counts the cells and names the first failed cell's reason.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -17,26 +22,37 @@ from prefect.runtime import flow_run
 from prefect.states import Completed, Failed
 
 from mirage.core.store import RunStore, default_db_path, new_run_id
+from mirage.core.validate import ConfigError
 from mirage.flows.cells import CellSpec, cell_root, plan_cells
-from mirage.flows.load import completed_runs, load_cell, ran_before, reused_cell
+from mirage.flows.load import completed_runs, load_cell, pending_cell, ran_before, reused_cell
 from mirage.flows.runners import Runner, check_width, make_task_runner
-from mirage.flows.summary import render, verdict
+from mirage.flows.summary import first_failure, progress_line, render, verdict
 from mirage.flows.task import run_cell
 
 
-@flow(name="sweep-cells", log_prints=True, validate_parameters=False)
-def run_cells(specs: list[CellSpec], root: str) -> None:
-    """Submit every cell to this flow's task runner and report each as it ends."""
-    futures = [
-        run_cell.with_options(task_run_name=f"{spec.cell} seed={spec.seed}").submit(spec, root)
-        for spec in specs
-    ]
-    names = {future.task_run_id: spec for future, spec in zip(futures, specs)}
-    for done, future in enumerate(as_completed(futures), start=1):
-        spec = names[future.task_run_id]
-        outcome = future.result(raise_on_failure=False)
-        said = outcome["status"] if isinstance(outcome, dict) else f"failed ({outcome})"
-        print(f"[{done}/{len(specs)}] {spec.cell} seed={spec.seed}: {said}")
+def _record(store: RunStore, sweep_id: str, rows: dict[str, dict[str, Any]], row: dict[str, Any]) -> None:
+    """A cell ended: store its summary row and print the progress line."""
+    rows[row["config_hash"]] = row
+    store.update_sweep_cell(sweep_id, {"sweep_id": sweep_id, **row})
+    print(progress_line(row, list(rows.values())))
+
+
+def run_cells(task_runner: Any, specs: list[CellSpec], root: Path, store: RunStore, sweep_id: str,
+              rows: dict[str, dict[str, Any]]) -> None:
+    """Submit every cell to ``task_runner`` (chosen per sweep, so entered here rather
+    than fixed on the flow); load each into ``store`` as it ends and print a progress
+    line. The lines are this flow run's logs, which `--watch` prints. ``rows``: every
+    cell's summary row by config hash (pending ones included), for the counts."""
+    with task_runner:
+        futures = [
+            task_runner.submit(run_cell.with_options(task_run_name=f"{spec.cell} seed={spec.seed}"),
+                               {"spec": spec, "root": str(root)})
+            for spec in specs
+        ]
+        names = {future.task_run_id: spec for future, spec in zip(futures, specs)}
+        for future in as_completed(futures):
+            future.result(raise_on_failure=False)  # a failed cell recorded its outcome
+            _record(store, sweep_id, rows, load_cell(store, names[future.task_run_id], root))
 
 
 @flow(name="sweep", log_prints=True)
@@ -59,9 +75,12 @@ def sweep(
     ``force`` recomputes cells that already ran; ``width`` cells run at once on the
     ``runner`` (``process``, ``thread`` or ``ray`` at ``ray_address``); results go to
     ``db`` (default ``$MIRAGE_DB`` or runs/mirage.duckdb)."""
-    check_width(width)
-    specs = plan_cells(experiment, registry, grid=grid, settings=settings, seeds=seeds,
-                       preset=preset)
+    try:
+        check_width(width)
+        specs = plan_cells(experiment, registry, grid=grid, settings=settings, seeds=seeds,
+                           preset=preset)
+    except ConfigError as error:  # one line in the final state, no traceback
+        return Failed(message=f"{experiment}: {error}")
     target = Path(db) if db else default_db_path()
     store = RunStore(target)
     root = cell_root(target)
@@ -71,17 +90,28 @@ def sweep(
     pending = [s for s in todo if force or not ran_before(root, s)]
     print(f"{experiment}: {len(specs)} cells; {len(specs) - len(todo)} already in {target}, "
           f"{len(pending)} to run on {runner} (width {width})")
-    if pending:
-        cells_flow = run_cells.with_options(task_runner=make_task_runner(runner, width, ray_address))
-        cells_flow(pending, str(root), return_state=True)
-    ran = {s.config_hash for s in pending}
-    rows = [reused_cell(store, s, cache[s.config_hash]) if s.config_hash in cache
-            else load_cell(store, s, root, loaded=s.config_hash not in ran) for s in specs]
     sweep_id = flow_run.get_id() or new_run_id()
-    store.record_sweep_cells([{"sweep_id": sweep_id, **row} for row in rows])
+    rows = {s.config_hash: reused_cell(store, s, cache[s.config_hash]) if s.config_hash in cache
+            else pending_cell(s) for s in specs}
+    store.start_sweep(sweep_id, experiment, [{"sweep_id": sweep_id, **row} for row in rows.values()],
+                      host=socket.gethostname(), pid=os.getpid())
+    to_run = {s.config_hash for s in pending}
+    for spec in (s for s in todo if s.config_hash not in to_run):
+        _record(store, sweep_id, rows, load_cell(store, spec, root, loaded=True))
+    if pending:
+        try:
+            run_cells(make_task_runner(runner, width, ray_address), pending, root, store, sweep_id, rows)
+        except Exception as error:  # the runner broke off (e.g. Ray lost): load what is there
+            print(f"the task runner stopped: {type(error).__name__}: {error}")
+    # The store is the record of what was loaded: cells the runner never got to report
+    # are still pending there and are loaded now.
+    rows = {row["config_hash"]: row for row in store.sweep_cells(sweep_id)}
+    for spec in (s for s in pending if rows[s.config_hash]["status"] == "pending"):
+        _record(store, sweep_id, rows, load_cell(store, spec, root))
+    summary = [rows[s.config_hash] for s in specs]
     print(f"sweep {sweep_id} ({experiment}), summary stored in {target} (table sweep_cells):\n"
-          + render(rows))
-    message = f"{experiment}: {verdict(rows)}"
-    if any(row["status"] == "failed" for row in rows):
-        return Failed(message=message)
-    return Completed(message=message)
+          + render(summary))
+    failure = first_failure(summary)
+    message = f"{experiment}: {verdict(summary)}" + (f"; first failure: {failure}" if failure else "")
+    store.finish_sweep(sweep_id, "failed" if failure else "completed", message)
+    return Failed(message=message) if failure else Completed(message=message)

@@ -14,26 +14,11 @@ from typing import Any
 
 from prefect import task
 
-from mirage.flows.cells import CellSpec
-
-OUTCOME = "outcome.json"
-CELL_DB = "cell.duckdb"
+from mirage.flows.cells import CELL_DB, OUTCOME, CellSpec, cell_dir, read_outcome  # noqa: F401 (re-exported)
 
 
 class CellFailed(RuntimeError):
     """A cell's run raised; the message is the run's error."""
-
-
-def cell_dir(root: Path, spec: CellSpec) -> Path:
-    return Path(root) / spec.config_hash
-
-
-def read_outcome(directory: Path) -> dict[str, Any] | None:
-    """The outcome a cell recorded, or None if it never finished writing one."""
-    try:
-        return json.loads((directory / OUTCOME).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
 
 
 def execute_cell(spec: CellSpec, root: Path) -> dict[str, Any]:

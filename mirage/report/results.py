@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 
 import duckdb
@@ -55,11 +56,30 @@ def export_study(source: Path | Sequence[Path], target: Path,
     return counts
 
 
+# Where a checkout keeps the committed study, relative to the repository root.
+STUDY_RESULTS = Path("results") / "reproduction"
+
+
+def shipped_study() -> Path:
+    """The committed study shipped with the package (package data: in a checkout, a
+    link to the repository's results/reproduction)."""
+    return Path(str(files("mirage") / "study" / "reproduction"))
+
+
+def default_results() -> Path:
+    """``./results/reproduction`` when the current directory holds an exported study
+    (a checkout, or a study the user exported there), else the shipped one."""
+    return STUDY_RESULTS if (STUDY_RESULTS / "schema.sql").exists() else shipped_study()
+
+
 def restore_study(results: Path, db: Path) -> Path:
     """Rebuild a run store file ``db`` (must not exist) from an exported ``results``
     folder, e.g. for ``core app --db``."""
     if not (results / "schema.sql").exists():
-        raise FileNotFoundError(f"{results} is not an exported study (no schema.sql)")
+        raise FileNotFoundError(
+            f"{results} is not an exported study (no schema.sql); pass --results FOLDER, a "
+            f"folder `core report --from-store` wrote, or leave --results out for the study "
+            f"shipped with the package ({shipped_study()})")
     if db.exists():
         raise FileExistsError(f"{db} exists; restore into a new file")
     con = duckdb.connect(str(db))

@@ -71,6 +71,17 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
     "model missing local dir": (["run", "--model", "./no/such/checkpoint"], ["does not exist"]),
     "model is a file": (["run", "--model", "{tmp}/notes.txt"], ["not a checkpoint directory"]),
     "model dir without config.json": (["run", "--model", "{tmp}/emptydir"], ["no config.json"]),
+    "model dir empty": (["run", "--model", "{tmp}/emptydir"],
+                        ["not a Hugging Face checkpoint", "no config.json and no weights", "it is empty"]),
+    "model dir with config.json only": (["run", "--model", "{tmp}/configonly"],
+                                        ["no weights (*.safetensors", "it holds config.json, notes.md"]),
+    "model dir of other files": (["run", "--model", "{tmp}/notamodel"],
+                                 ["no config.json and no weights", "it holds data/, readme.txt"]),
+    "model empty dir in a config file": (["run", "--config", "{tmp}/empty_model.yaml"],
+                                         ["no config.json and no weights", "it is empty"]),
+    "preflight model empty dir": (["preflight", "--model", "{tmp}/emptydir"], ["it is empty"]),
+    "sweep model empty dir": (["sweep", "rho", "--set", "model.path={tmp}/emptydir"],
+                              ["cannot start", "no config.json and no weights", "it is empty"]),
     # ---- resume
     "resume with a changed option": (["run", "--resume", "existing", "--lr", "0.1"],
                                      ["--resume 'existing'", "--lr cannot be changed"]),
@@ -115,6 +126,12 @@ def _write_inputs(tmp: Path) -> None:
         (tmp / name).write_text(text)
     (tmp / "latin1.yaml").write_bytes(NOT_UTF8)
     (tmp / "emptydir").mkdir()
+    (tmp / "configonly").mkdir()
+    (tmp / "configonly" / "config.json").write_text('{"model_type": "qwen2"}')
+    (tmp / "configonly" / "notes.md").write_text("no weights here")
+    (tmp / "notamodel" / "data").mkdir(parents=True)
+    (tmp / "notamodel" / "readme.txt").write_text("hello")
+    (tmp / "empty_model.yaml").write_text(yaml.safe_dump({"model": {"path": str(tmp / "emptydir")}}))
     (tmp / "empty_axis.yaml").write_text(yaml.safe_dump({"experiments": {"empty": {
         "grid": {"filter.rho": []}}}}))
     (tmp / "no_seeds.yaml").write_text(yaml.safe_dump({"experiments": {"noseeds": {"seeds": []}}}))

@@ -89,7 +89,10 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory):
     """``prefect server start`` on a free port for the whole session; killed at the end."""
     home = tmp_path_factory.mktemp("prefect-home")
     port = free_port()
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    # Logs streamed out, as `core serve` sets for its own server: `--watch` prints them.
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED": "true",
+           "PREFECT_SERVER_LOGS_STREAM_PUBLISHING_ENABLED": "true"}
     env.pop("PREFECT_API_URL", None)
     log = open(home / "server.log", "w")
     process = subprocess.Popen(

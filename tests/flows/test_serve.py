@@ -27,7 +27,7 @@ PARAMS = [
 def deployment_run(server, *args: str) -> tuple[subprocess.CompletedProcess, str]:
     done = subprocess.run(
         [sys.executable, "-m", "prefect", "deployment", "run", "sweep/stochasticity", "--watch", *args],
-        env=server.env(), cwd=REPO, capture_output=True, text=True, timeout=400,
+        env=server.env(COLUMNS="1000"), cwd=REPO, capture_output=True, text=True, timeout=400,
     )
     found = re.search(r"UUID: ([0-9a-f-]{36})", done.stdout)
     assert found, done.stdout + done.stderr
@@ -86,6 +86,23 @@ def test_deployment_run_sweep_twice_recomputes_nothing(prefect_server, tmp_path,
         second_summary = [r for r in store.sweep_cells() if r["sweep_id"] == second_id]
         assert len(second_summary) == 2 and all(r["reused"] for r in second_summary)
         assert {r["run_id"] for r in second_summary} == {r["run_id"] for r in runs}
+
+        # A failing cell: `--watch` prints its progress line and the final state's
+        # message, which names the cell and its one-line reason, and exits 1.
+        broken = tmp_path / "broken-model"
+        broken.mkdir()
+        (broken / "config.json").write_text('{"model_type": "qwen2"}')
+        (broken / "model.safetensors").write_text("not safetensors")
+        failing = ["--param", "preset=tiny", "--param", "grid=" + json.dumps({"model.path": [str(broken)]}),
+                   "--params", json.dumps({"settings": {"filter.name": "top_p", "steps": 2, "threads": 1,
+                                                        "env.options.slip": 0.0}})]
+        third, third_id = deployment_run(prefect_server, *failing)
+        assert third.returncode == 1, third.stdout + third.stderr
+        message = final_message(prefect_server, third_id)
+        assert message.startswith("stochasticity: 1 cells: 0 run, 0 loaded, 0 reused, 1 failed; first failure: "
+                                  f"model.path={broken} seed=0: SafetensorError"), message
+        assert message in third.stdout, third.stdout
+        assert f"[1/1] model.path={broken} seed=0: failed (SafetensorError" in third.stdout, third.stdout
     finally:
         kill_tree(serve)
         log.close()

@@ -1,6 +1,6 @@
 """The per-cell summary table and the one-line verdict of a sweep."""
 
-from mirage.flows.summary import SUMMARY_METRICS, render, verdict
+from mirage.flows.summary import REASON_CHARS, SUMMARY_METRICS, first_failure, progress_line, reason, render, verdict
 
 ROWS = [
     {"cell": "filter.name=none", "seed": 0, "status": "finished", "reused": False, "error": None,
@@ -36,3 +36,22 @@ def test_a_cell_only_loaded_from_an_interrupted_sweep_is_not_counted_as_run():
     rows = [dict(ROWS[0], loaded=True), *ROWS]
     assert verdict(rows) == "4 cells: 1 run, 1 loaded, 1 reused, 1 failed"
     assert render(rows).splitlines()[1].split()[2:4] == ["finished", "(loaded)"]
+
+
+def test_a_failure_reason_is_one_line():
+    assert reason("ValueError: bad\n  traceback line") == "ValueError: bad"
+    assert reason(None) == reason("  ") == "no error recorded"
+    long = reason("E: " + "x" * 1000)
+    assert len(long) == REASON_CHARS and long.endswith("...")
+
+
+def test_the_first_failure_names_the_cell_and_its_reason():
+    assert first_failure(ROWS) == "filter.name=top_k seed=0: OSError: no model here"
+    assert first_failure(ROWS[:2]) is None
+
+
+def test_a_progress_line_counts_the_cells_so_far():
+    rows = [*ROWS, {**ROWS[0], "cell": "filter.name=entropy", "status": "pending"}]
+    assert progress_line(ROWS[2], rows) == ("[3/4] filter.name=top_k seed=0: failed (OSError: no model "
+                                            "here); 2 finished, 1 failed, 0 stopped, 1 pending")
+    assert progress_line(ROWS[0], rows).startswith("[3/4] filter.name=none seed=0: finished; ")

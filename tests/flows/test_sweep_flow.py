@@ -9,6 +9,7 @@ import psutil
 import pytest
 
 from mirage.core.store import RunStore
+from mirage.flows.progress import read_sweeps
 
 REPO = Path(__file__).resolve().parents[2]
 SHRINK = {"settings": {"filter.name": "top_p", "steps": 2, "threads": 1}, "preset": "tiny"}
@@ -23,9 +24,10 @@ def test_a_failing_cell_is_recorded_while_the_other_finishes(prefect_server, tmp
     from mirage.flows.sweep import sweep
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    broken = tmp_path / "broken-model"  # a checkpoint directory without weights
+    broken = tmp_path / "broken-model"  # a checkpoint directory whose weights do not load
     broken.mkdir()
     (broken / "config.json").write_text('{"model_type": "qwen2"}')
+    (broken / "model.safetensors").write_text("not safetensors")
     db = tmp_path / "runs" / "main.duckdb"
     with prefect_server.settings():
         state = sweep("stochasticity", grid={"model.path": [None, str(broken)]},
@@ -33,18 +35,38 @@ def test_a_failing_cell_is_recorded_while_the_other_finishes(prefect_server, tmp
                       runner="thread", width=2, db=str(db), registry=str(REPO / "registry.yaml"),
                       return_state=True)
     assert state.is_failed()
-    assert state.message == "stochasticity: 2 cells: 1 run, 0 loaded, 0 reused, 1 failed"
     runs = {r["cell"]: r for r in runs_of(db)}
+    reason = runs[f"model.path={broken}"]["error"].splitlines()[0]
+    # The final state's message (what `prefect deployment run --watch` prints) says why.
+    assert state.message == ("stochasticity: 2 cells: 1 run, 0 loaded, 0 reused, 1 failed; "
+                             f"first failure: model.path={broken} seed=0: {reason}")
     assert set(runs) == {"model.path=null", f"model.path={broken}"}
     good, bad = runs["model.path=null"], runs[f"model.path={broken}"]
     assert (good["status"], good["experiment"], good["seed"]) == ("finished", "stochasticity", 0)
     assert RunStore(db).metrics(good["run_id"], "val/success")  # its steps were loaded
     assert (bad["status"], bad["experiment"], bad["seed"]) == ("failed", "stochasticity", 0)
-    assert "OSError" in bad["error"] and "model.safetensors" in bad["error"]
+    assert "SafetensorError" in bad["error"]
     summary = {r["cell"]: r for r in RunStore(db).sweep_cells()}
     assert summary[f"model.path={broken}"]["status"] == "failed"
     assert summary[f"model.path={broken}"]["error"] == bad["error"]
     assert summary["model.path=null"]["success"] is not None
+    (recorded,) = read_sweeps(db)  # the sweep's own row: ended, with the same message
+    assert (recorded.state, recorded.message) == ("failed", state.message)
+    assert recorded.counts() == {"finished": 1, "failed": 1, "stopped": 0, "running": 0, "pending": 0}
+
+
+@pytest.mark.slow
+def test_a_bad_setting_fails_the_flow_with_a_one_line_reason(prefect_server, tmp_path):
+    from mirage.flows.sweep import sweep
+
+    db = tmp_path / "main.duckdb"
+    with prefect_server.settings():
+        state = sweep("stochasticity", settings={"filter.name": "nope"}, db=str(db),
+                      registry=str(REPO / "registry.yaml"), return_state=True)
+    assert state.is_failed()
+    assert state.message.startswith("stochasticity: experiment 'stochasticity' cannot start: ")
+    assert "unknown filter 'nope'; valid: " in state.message and "\n" not in state.message
+    assert not db.exists()  # refused before the store was touched
 
 
 def ray_processes() -> set[int]:

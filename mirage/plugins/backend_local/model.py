@@ -17,6 +17,7 @@ from transformers import (
 )
 
 from mirage.core.config import ModelConfig
+from mirage.core.paths import checkpoint_problem
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
@@ -25,7 +26,7 @@ def model_source_error(path: str) -> str | None:
     """Why ``path`` can be neither a local checkpoint directory nor a hub id, or None."""
     local = Path(path).expanduser()
     if local.exists():
-        return None if local.is_dir() else f"--model {path!r} is a file, not a checkpoint directory"
+        return checkpoint_problem(local, path)
     if path.startswith((".", "/", "~")) or not _HUB_ID.match(path):
         return f"--model path {path!r} does not exist"
     return None
