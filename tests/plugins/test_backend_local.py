@@ -121,3 +121,35 @@ def test_warmstart_seed_shares_one_warm_start_across_run_seeds(tiny_config):
     assert [warmstart_seed(c) for c in shared] == [0, 0, 0]
     assert {cache_key(c, FrozenLake) for c in shared} == {cache_key(config(0, None), FrozenLake)}
     assert cache_key(config(1, None), FrozenLake) != cache_key(config(0, None), FrozenLake)
+
+
+def test_models_loaded_in_two_threads_at_once_are_whole(built_and_cached, tmp_path):
+    """A thread-runner sweep loads cells' models concurrently. transformers' loading
+    switches are process-wide: without the backend's lock most loads in a two-thread
+    race came out with meta (empty) parameters."""
+    import threading
+
+    (model, tokenizer, _), _ = built_and_cached
+    model.save_pretrained(tmp_path / "policy")
+    tokenizer.save_pretrained(tmp_path / "policy")
+    broken = tmp_path / "broken"  # fails while loading, after transformers set its switches
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "qwen2"}')
+    (broken / "model.safetensors").write_text("not safetensors")
+    done = threading.Event()
+
+    def load_broken() -> None:
+        while not done.is_set():
+            try:
+                load_pretrained(str(broken))
+            except Exception:  # noqa: BLE001 - it is meant to fail
+                pass
+
+    other = threading.Thread(target=load_broken)
+    other.start()
+    try:
+        loaded = [load_pretrained(str(tmp_path / "policy"))[0] for _ in range(10)]
+    finally:
+        done.set()
+        other.join()
+    assert not [m for m in loaded if any(p.is_meta for p in m.parameters())]

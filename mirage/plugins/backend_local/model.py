@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 
 import torch
@@ -20,6 +21,11 @@ from mirage.core.config import ModelConfig
 from mirage.core.paths import checkpoint_problem
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+# transformers builds a pretrained model under process-wide switches (meta-device init,
+# skipped weight init) that other threads see too: two cells of a thread-runner sweep
+# loading at once got models with meta parameters (38 of 40 loads in a two-thread test).
+# Every model this module builds or loads is made under one lock.
+_BUILDING = threading.Lock()
 
 
 def model_source_error(path: str) -> str | None:
@@ -47,7 +53,8 @@ def build_tiny_model(config: ModelConfig, vocab_size: int, pad_id: int, eos_id: 
         eos_token_id=eos_id,
         bos_token_id=bos_id,
     )
-    return Qwen2ForCausalLM(qwen)
+    with _BUILDING:
+        return Qwen2ForCausalLM(qwen)
 
 
 def _saved_as_plain_tokenizers(path: str) -> bool:
@@ -66,7 +73,8 @@ def load_pretrained(path: str):
         tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
     else:
         tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    with _BUILDING:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
