@@ -1,4 +1,5 @@
-"""The resolved configs (and plugin versions, git commits) of two runs, diffed."""
+"""The resolved configs (and plugin versions, git commits, reproducibility records) of
+two runs, diffed."""
 
 from __future__ import annotations
 
@@ -24,11 +25,13 @@ def config_diff(sel: Selection) -> None:
     def resolved(run_id: str) -> dict:
         row = rows.loc[run_id]
         plugins = {p["name"]: p.get("version") for p in json.loads(row["plugins"])}
+        environment = row["environment"]  # package versions, host, device, threads
         return {"config": json.loads(row["config"]), "plugins": plugins,
-                "git_commit": row["git_commit"]}
+                "git_commit": row["git_commit"],
+                "environment": json.loads(environment) if isinstance(environment, str) else {}}
 
     table = diff(resolved(left), resolved(right)).rename(columns={"left": left, "right": right})
     if left == right or table.empty:
-        st.success("Identical configs, plugins and commits.")
+        st.success("Identical configs, plugins, commits and environments.")
         return
     st.dataframe(table, hide_index=True)

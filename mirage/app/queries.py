@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from mirage.app.reader import StoreReader
+from mirage.core.heartbeat import effective_status
 
 # What the Spearman table and the scatter views treat as a diagnostic (a regex on names).
 DIAGNOSTIC_PATTERN = (
@@ -33,16 +34,19 @@ def json_path(dotted: str) -> str:
 
 # runs-table columns read when the store has them (newer stores add them)
 OPTIONAL_RUN_COLUMNS = ("name", "tags")
+# what mirage.core.heartbeat needs to tell a running run from a crashed one
+LIVENESS_COLUMNS = ("pid", "host", "process_started", "heartbeat_at")
 
 
 def runs(reader: StoreReader) -> pd.DataFrame:
     """Every run, newest first, with the config fields the run picker filters on (and
-    the columns of OPTIONAL_RUN_COLUMNS the store has)."""
+    the columns of OPTIONAL_RUN_COLUMNS the store has). ``status`` is the effective one:
+    a ``running`` run whose process is gone reads ``crashed`` (mirage/core/heartbeat.py)."""
     if not reader.has_table("runs"):
         return pd.DataFrame()
     present = reader.columns("runs")
-    optional = "".join(f'"{c}", ' for c in OPTIONAL_RUN_COLUMNS if c in present)
-    return reader.query(
+    optional = "".join(f'"{c}", ' for c in OPTIONAL_RUN_COLUMNS + LIVENESS_COLUMNS if c in present)
+    frame = reader.query(
         f"""
         SELECT run_id, status, experiment, cell, {optional}
                coalesce(seed, TRY_CAST(json_extract_string(config, '$.seed') AS BIGINT)) AS seed,
@@ -55,6 +59,26 @@ def runs(reader: StoreReader) -> pd.DataFrame:
         FROM runs ORDER BY created_at DESC, run_id DESC
         """
     )
+    if not frame.empty:
+        frame["status"] = [_effective_status(row) for row in frame.to_dict("records")]
+    return frame.drop(columns=[c for c in LIVENESS_COLUMNS if c in frame.columns])
+
+
+def _missing(value: object) -> bool:
+    return value is None or bool(pd.isna(value))
+
+
+def _effective_status(row: dict) -> str:
+    """``effective_status`` of a runs-frame row (naive UTC timestamps, NaN for NULL)."""
+    def utc(value: object):
+        return None if _missing(value) else pd.Timestamp(value).tz_localize("UTC").to_pydatetime()
+
+    return effective_status({
+        "status": row["status"], "host": None if _missing(row.get("host")) else row["host"],
+        "pid": None if _missing(row.get("pid")) else int(row["pid"]),
+        "process_started": None if _missing(row.get("process_started")) else float(row["process_started"]),
+        "heartbeat_at": utc(row.get("heartbeat_at")), "updated_at": utc(row["updated_at"]),
+    })
 
 
 def metric_names(reader: StoreReader, run_ids: Sequence[str]) -> list[str]:
@@ -323,8 +347,11 @@ def rollouts(reader: StoreReader, run_id: str, step: int) -> pd.DataFrame:
 
 
 def configs(reader: StoreReader, run_ids: Sequence[str]) -> pd.DataFrame:
-    """run_id, config (JSON text), plugins (JSON text), git_commit."""
+    """run_id, config (JSON text), plugins (JSON text), git_commit and environment (the
+    reproducibility record, JSON text; NULL for runs stored before it existed)."""
+    environment = "environment" if "environment" in reader.columns("runs") else "NULL AS environment"
     return reader.query(
-        f"SELECT run_id, config, plugins, git_commit FROM runs WHERE {_IN_RUNS} ORDER BY run_id",
+        f"SELECT run_id, config, plugins, git_commit, {environment} FROM runs"
+        f" WHERE {_IN_RUNS} ORDER BY run_id",
         [list(run_ids)],
     )

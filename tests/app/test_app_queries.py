@@ -4,6 +4,7 @@ SQL aggregation (mirage/app/queries.py) and config paths (mirage/app/config_path
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 
 import duckdb
+import psutil
 import pytest
 
 from mirage.app import queries
@@ -158,13 +160,36 @@ def test_final_by_axes_keeps_runs_apart_that_differ_elsewhere(tmp_path):
     assert pooled["replicates"].tolist() == [3, 1]  # what the pivot used to show
 
 
-def test_runs_reads_a_tags_column_when_the_store_has_one(tmp_path):
+def test_runs_reads_the_tags_column(tmp_path):
     store = RunStore(tmp_path / "s.duckdb")
-    store.create_run("r", {}, [], None)
-    reader = StoreReader(store.path)
-    assert "tags" not in queries.runs(reader).columns  # an older store: no such column
-    con = duckdb.connect(str(store.path))
-    con.execute("ALTER TABLE runs ADD COLUMN tags TEXT[]")
-    con.execute("UPDATE runs SET tags = ['baseline', 'lake']")
-    con.close()
+    store.create_run("r", {}, [], None, tags=["baseline", "lake"])
     assert list(queries.runs(StoreReader(store.path))["tags"].iloc[0]) == ["baseline", "lake"]
+
+
+def test_runs_reads_a_store_without_label_or_liveness_columns(tmp_path):
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE runs (run_id TEXT, status TEXT, config TEXT, experiment TEXT,"
+                " cell TEXT, seed BIGINT, last_step INTEGER, error TEXT,"
+                " created_at TIMESTAMP, updated_at TIMESTAMP)")
+    con.execute("INSERT INTO runs VALUES ('r', 'finished', '{}', NULL, NULL, 0, 3, NULL,"
+                " now()::TIMESTAMP, now()::TIMESTAMP)")
+    con.close()
+    frame = queries.runs(StoreReader(path))
+    assert frame["status"].tolist() == ["finished"] and "tags" not in frame.columns
+
+
+def test_runs_shows_a_run_whose_process_is_gone_as_crashed(tmp_path):
+    """The app reads the effective status (mirage/core/heartbeat.py), not the stored one."""
+    store = RunStore(tmp_path / "s.duckdb")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    for run_id, pid in (("gone", dead.pid), ("alive", os.getpid())):
+        store.create_run(run_id, {}, [], None, process={
+            "pid": pid, "host": socket.gethostname(),
+            "process_started": psutil.Process().create_time() if pid == os.getpid() else 0.0})
+        store.heartbeat(run_id)
+    frame = queries.runs(StoreReader(store.path)).set_index("run_id")
+    assert frame.loc["gone", "status"] == "crashed"
+    assert frame.loc["alive", "status"] == "running"
+    assert "pid" not in frame.columns

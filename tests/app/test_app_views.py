@@ -145,6 +145,22 @@ def test_config_diff_of_two_runs(app_store, monkeypatch):
     assert "config.rollout.group_size" not in table.index  # equal values are not listed
 
 
+def test_config_diff_shows_the_reproducibility_record(app_store, monkeypatch, tmp_path):
+    db, ids = app_store
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(db, copy)
+    store = RunStore(copy)
+    record = store.get_run(ids["plain"])["environment"]
+    assert record["packages"]["torch"]  # every run records it
+    store.update_run(ids["plain"], environment={**record, "packages": {**record["packages"], "torch": "0.0"}})
+    at = open_app(copy, monkeypatch)
+    at.selectbox(key="diff_left").set_value(ids["diag"])
+    at.selectbox(key="diff_right").set_value(ids["plain"])
+    table = dataframe_with(rerun(at), "path").set_index("path")
+    assert table.loc["environment.packages.torch"].tolist()[1] == '"0.0"'
+    assert "environment.python" not in table.index  # equal values are not listed
+
+
 def test_a_run_without_diagnostics_shows_why(app_store, monkeypatch):
     db, ids = app_store
     at = open_app(db, monkeypatch)
