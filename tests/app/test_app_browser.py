@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import datetime, timezone
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from bench_store import LIFT, SEEDS, lake
 from browser import browser, chromium, load_twice, rendered_charts, script_idle, serve
 
 from mirage.app.colours import PALETTE
+from mirage.core.heartbeat import this_process
 from mirage.core.store import RunStore
 
 pytestmark = pytest.mark.slow
@@ -62,6 +64,8 @@ def test_a_running_run_refreshes_in_the_open_page(app_store, tmp_path):
     store = RunStore(live)
     run_id = ids["diag"]
     store.set_status(run_id, "running")
+    # this process plays the run's: alive, so the run reads running, not crashed
+    store.update_run(run_id, **this_process(), heartbeat_at=datetime.now(timezone.utc))
     with serve(live, tmp_path / "app.log") as url, browser() as page:
         dom = load_twice(page, url, charts=5)
         assert "re-read the store every 5 s" in dom

@@ -4,12 +4,14 @@ a message instead of an error."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 import json
 import shutil
 
 import pytest
 from app_testing import chart_data, infos, open_app, rerun
 
+from mirage.core.heartbeat import this_process
 from mirage.core.store import RunStore
 
 pytestmark = pytest.mark.slow  # the session store trains three tiny policies
@@ -193,6 +195,8 @@ def test_a_running_run_is_re_read(app_store, tmp_path, monkeypatch):
     store = RunStore(copy)
     run_id = ids["diag"]
     store.set_status(run_id, "running")
+    # this process plays the run's: alive, so the run reads running, not crashed
+    store.update_run(run_id, **this_process(), heartbeat_at=datetime.now(timezone.utc))
     at = open_app(copy, monkeypatch)
     assert any("in progress" in caption.value for caption in at.caption)
     runs = at.table[0].value.set_index("run")
