@@ -1,5 +1,6 @@
 """Filters from other plugins in whole runs (mirage/core/loop.py): a filter that raises
-stops the run with an error naming its plugin, a filter that keeps nothing stops it
+stops the run with an error naming its plugin and the file and line that raised (and
+so does a diagnostic; the run's events keep the traceback), a filter that keeps nothing stops it
 after ``max_empty_steps``, the loop's loss scale reaches the update, and the installed
 example package works through the real ``core run --filter best_half``.
 
@@ -14,6 +15,7 @@ import json
 import math
 import re
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -22,7 +24,7 @@ from mirage.core import loop
 from mirage.core.batch import Batch, Selection
 from mirage.core.cli import app
 from mirage.core.loop import EmptyStepsError, FilterError, execute
-from mirage.core.plugin_errors import Suspect, culprit
+from mirage.core.plugin_errors import PluginError, Suspect, culprit
 from mirage.core.store import RunStore
 from mirage.core.validate import build_config
 
@@ -170,6 +172,43 @@ def test_a_frame_deeper_than_the_plugin_is_not_blamed(tmp_path, monkeypatch):
     found, file, line = culprit(info.value, suspects)
     assert (found.source, file, line) == ("filter 'parse' (plugin 'parsing')", str(source), 5)
     assert culprit(info.value, suspects[:1]) is None
+
+
+class CrashingDiagnostic:
+    """Measures step 0, raises from step 1 on."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def due(self, step: int) -> bool:
+        return True
+
+    def measure(self, run, batch: Batch) -> dict[str, float]:
+        if batch.step >= 1:
+            raise RuntimeError("measurement crashed")  # CRASH LINE
+        return {"crash/ok": 1.0}
+
+
+@pytest.mark.slow
+def test_every_stage_names_the_plugin_code_that_raised(make_plugins, tiny_config, tmp_path):
+    """Not only filters: a diagnostic's exception reaches the stage through the built-in
+    ``mirage_diagnose`` hook and is still blamed on the diagnostic's own line."""
+    plugins = make_plugins("crash_plugin", diagnostics={"crash": CrashingDiagnostic})
+    data = tiny_config()
+    data["diagnostics"] = {"names": ["crash"]}
+    data["steps"] = 2
+    db = tmp_path / "runs.duckdb"
+    with pytest.raises(PluginError) as info:
+        execute(build_config(data), db, plugins=plugins, progress=False)
+    line = next(number for number, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+                if text.endswith("# CRASH LINE"))
+    assert str(info.value) == (
+        f"diagnostic 'crash' (plugin 'crash_plugin') raised during diagnosis at step 1, at "
+        f"{__file__}:{line}: RuntimeError: measurement crashed")
+    store = RunStore(db)
+    (row,) = store.list_runs()
+    (event,) = [e for e in store.events(row["run_id"]) if e["kind"] == "error"]
+    assert "in measure" in event["message"] and "RuntimeError: measurement crashed" in event["message"]
 
 
 def test_cli_reports_a_filter_failure_in_one_line(monkeypatch, tiny_config_file, tmp_path):
