@@ -97,7 +97,7 @@ def score_batch(run: RunSession, batch: Batch) -> None:
     turns = [turn for t in batch.trajectories for turn in t.turns if turn.response_ids]
     if not turns:
         return
-    with blamed("scoring", run.step, hook_suspects(run, "mirage_score") + [backend_suspect(run)]):
+    with blamed("scoring", run.step, lambda: hook_suspects(run, "mirage_score") + [backend_suspect(run)]):
         logprobs = run.hook.mirage_score(
             run=run, contexts=[t.context_ids for t in turns], responses=[t.response_ids for t in turns]
         )
@@ -161,8 +161,8 @@ def run_step(run: RunSession, step: int) -> tuple[dict[str, float], Batch]:
     mark = time.perf_counter()
     if metrics["filter/kept_trajectories"] > 0:  # else an empty step: nothing to train on
         algorithm = component(component_source(run, "algorithms", cfg.algorithm.name), run.algorithm)
-        with blamed("the update", step, [algorithm, *hook_suspects(run, "mirage_update"),
-                                         backend_suspect(run)]):
+        with blamed("the update", step, lambda: [algorithm, *hook_suspects(run, "mirage_update"),
+                                                 backend_suspect(run)]):
             updated = run.hook.mirage_update(run=run, batch=batch)
         check_metrics(updated, algorithm.source, step)
         metrics |= dict(updated or {})
@@ -182,7 +182,7 @@ def apply_filter(run: RunSession, batch: Batch) -> Selection:
     malformed selection or metric stops it with a PluginResultError (the run then fails
     with that message; the steps already stored stay)."""
     chosen = component(component_source(run, "filters", run.config.filter.name), run.filter)
-    with blamed("selection", batch.step, [chosen, *hook_suspects(run, "mirage_filter")],
+    with blamed("selection", batch.step, lambda: [chosen, *hook_suspects(run, "mirage_filter")],
                 error_class=FilterError, named=chosen):
         selection = run.hook.mirage_filter(run=run, batch=batch)
     check_selection(selection, batch, chosen.source)
@@ -207,8 +207,11 @@ def backend_suspect(run: RunSession) -> Suspect:
 def rollout(run: RunSession, batch: Batch, stage: str) -> None:
     """The rollout hooks on ``batch``; an exception names the environment, backend or
     rollout plugin whose code raised it."""
-    env = Suspect(component_source(run, "envs", run.config.env.name), run.env_cls.__module__)
-    with blamed(stage, run.step, [env, *hook_suspects(run, "mirage_rollout"), backend_suspect(run)]):
+    def suspects() -> list[Suspect]:
+        env = Suspect(component_source(run, "envs", run.config.env.name), run.env_cls.__module__)
+        return [env, *hook_suspects(run, "mirage_rollout"), backend_suspect(run)]
+
+    with blamed(stage, run.step, suspects):
         run.hook.mirage_rollout(run=run, batch=batch)
 
 
@@ -238,13 +241,10 @@ def diagnose(run: RunSession, batch: Batch) -> dict[str, float]:
     mark = time.perf_counter()
     merged: dict[str, float] = {}
     impls = run.hook.mirage_diagnose.get_hookimpls()
-    components = [component(diagnostic_source(run, name), diagnostic)
-                  for name, diagnostic in run.diagnostics.items()]
     for impl in reversed(impls):  # pluggy's own call order
         others = [other.plugin for other in impls if other.plugin is not impl.plugin]
         only_this = run.plugins.manager.subset_hook_caller("mirage_diagnose", others)
-        this = Suspect(f"mirage_diagnose of plugin {impl.plugin_name!r}", impl.function.__module__)
-        with blamed("diagnosis", batch.step, [*components, this, backend_suspect(run)]):
+        with blamed("diagnosis", batch.step, lambda: diagnose_suspects(run, impl)):
             results = only_this(run=run, batch=batch)
         for result in results:
             check_metrics(result, f"mirage_diagnose of plugin {impl.plugin_name!r}", batch.step)
@@ -252,13 +252,21 @@ def diagnose(run: RunSession, batch: Batch) -> dict[str, float]:
     for name, diagnostic in run.diagnostics.items():  # reviews read every diagnostic's numbers
         if hasattr(diagnostic, "review"):
             source = diagnostic_source(run, name)
-            with blamed("review", batch.step, [component(source, diagnostic)]):
+            with blamed("review", batch.step, lambda: [component(source, diagnostic)]):
                 reviewed = diagnostic.review(run, merged)
             check_metrics(reviewed, source, batch.step)
             merged |= dict(reviewed or {})
     if merged:
         merged["time/diagnose"] = time.perf_counter() - mark
     return merged
+
+
+def diagnose_suspects(run: RunSession, impl: Any) -> list[Suspect]:
+    """The diagnostics, the ``mirage_diagnose`` implementation ``impl`` and the backend."""
+    diagnostics = [component(diagnostic_source(run, name), diagnostic)
+                   for name, diagnostic in run.diagnostics.items()]
+    this = Suspect(f"mirage_diagnose of plugin {impl.plugin_name!r}", impl.function.__module__)
+    return [*diagnostics, this, backend_suspect(run)]
 
 
 def group_rows(batch: Batch) -> list[GroupRow]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,10 +80,10 @@ def culprit(error: BaseException, suspects: Sequence[Suspect]) -> tuple[Suspect,
 
 
 @contextmanager
-def blamed(stage: str, step: int, suspects: Sequence[Suspect], *, error_class: type[PluginError] = PluginError,
-           named: Suspect | None = None) -> Iterator[None]:
-    """Raise an exception from the block again as ``error_class`` naming the suspect whose
-    code raised it; with no suspect's frame in the traceback, ``named`` is blamed without a
+def blamed(stage: str, step: int, suspects: Callable[[], Sequence[Suspect]], *,
+           error_class: type[PluginError] = PluginError, named: Suspect | None = None) -> Iterator[None]:
+    """Raise an exception from the block again as ``error_class`` naming the suspect (from
+    ``suspects()``, asked only on an error) whose code raised it; with no suspect's frame in the traceback, ``named`` is blamed without a
     place, and without ``named`` the exception goes on unchanged. Malformed results
     (PluginResultError) and PluginErrors from an inner stage go on unchanged."""
     try:
@@ -91,7 +91,7 @@ def blamed(stage: str, step: int, suspects: Sequence[Suspect], *, error_class: t
     except (PluginError, PluginResultError):
         raise
     except Exception as error:
-        found = culprit(error, suspects)
+        found = culprit(error, suspects())
         if found is None and named is None:
             raise
         source, place = (found[0].source, f", at {found[1]}:{found[2]}") if found else (named.source, "")
