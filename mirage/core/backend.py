@@ -57,9 +57,11 @@ class Backend(ABC):
         return None
 
     @abstractmethod
-    def prepare(self, env_cls: type["Environment"], cache_dir: Path) -> dict[str, Any]:
+    def prepare(self, env_cls: type["Environment"], cache_dir: Path, *,
+                progress: bool = True) -> dict[str, Any]:
         """Load or build (and warm-start) the policy for ``env_cls``; return facts to
-        record (parameter count, where it came from, warm-start metrics)."""
+        record (parameter count, where it came from, warm-start metrics). ``progress``
+        False (``core run --quiet``, sweep cells) means no progress bar on stderr."""
 
     @abstractmethod
     def encode(self, text: str) -> list[int]: ...

@@ -162,14 +162,15 @@ def run(
     name: Optional[str] = typer.Option(None, help="a name for the run (see `core rename`)"),
     tag: list[str] = typer.Option([], "--tag", help="label the run (repeatable; see `core tag`)"),
     note: Optional[str] = typer.Option(None, help="a free-text note on the run (see `core note`)"),
-    quiet: bool = typer.Option(False, help="no progress bar"),
+    quiet: bool = typer.Option(False, help="no progress bars (the warm start's included); warnings and the result line still print"),
 ) -> None:
     """Run rollout -> score -> diagnose -> filter -> update for --steps iterations.
 
     --resume continues a run that crashed, failed or stopped from its last checkpoint with
     its stored config: options that would change its training are refused (so are --name,
     --tag and --note: relabel with `core rename/tag/note`); only --steps may extend it."""
-    from mirage.core.loop import FilterError, RunStopped, execute
+    from mirage.core.loop import RunStopped, execute
+    from mirage.core.plugin_errors import PluginError
     from mirage.core.plugin_results import PluginResultError
 
     target = db if db is not None else default_db_path()
@@ -222,7 +223,7 @@ def run(
     except RunStopped as error:
         typer.echo(f"stopped: {error}", err=True)
         raise typer.Exit(1)
-    except (FilterError, PluginResultError) as error:
+    except (PluginError, PluginResultError) as error:  # one line; the store's events hold the traceback
         typer.echo(f"failed: {error}", err=True)
         raise typer.Exit(1)
     typer.echo(f"run {run_id} finished; results in {target}")

@@ -24,6 +24,7 @@ from mirage.core import threads
 from mirage.core.batch import Batch, Selection, make_batch
 from mirage.core.config import FilterConfig, RunConfig
 from mirage.core.heartbeat import Heartbeat, effective_status, liveness, this_process
+from mirage.core.plugin_errors import EVENT_KIND, PluginError, Suspect, blamed, component, hook_suspects
 from mirage.core.plugin_results import check_metrics, check_selection
 from mirage.core.plugins import Plugins, build_plugins
 from mirage.core.progress import Progress
@@ -46,8 +47,9 @@ class CollapseAlarmStop(RunStopped):
     """The collapse alarm fired and ``diagnostics.alarm.stop`` is on."""
 
 
-class FilterError(RuntimeError):
-    """A filter raised during selection; the message names it and its plugin."""
+class FilterError(PluginError):
+    """A filter raised during selection; the message names it, its plugin and the file
+    and line that raised."""
 
 
 def cache_dir() -> Path:
@@ -95,9 +97,10 @@ def score_batch(run: RunSession, batch: Batch) -> None:
     turns = [turn for t in batch.trajectories for turn in t.turns if turn.response_ids]
     if not turns:
         return
-    logprobs = run.hook.mirage_score(
-        run=run, contexts=[t.context_ids for t in turns], responses=[t.response_ids for t in turns]
-    )
+    with blamed("scoring", run.step, lambda: hook_suspects(run, "mirage_score") + [backend_suspect(run)]):
+        logprobs = run.hook.mirage_score(
+            run=run, contexts=[t.context_ids for t in turns], responses=[t.response_ids for t in turns]
+        )
     for turn, values in zip(turns, logprobs):
         turn.old_logprobs = values
 
@@ -122,7 +125,7 @@ def validate_policy(run: RunSession) -> dict[str, float]:
     for name, greedy in modes:
         torch.manual_seed(val.seed)
         batch = make_batch(0, seeds, 1, temperature=val.temperature, greedy=greedy)
-        run.hook.mirage_rollout(run=run, batch=batch)
+        rollout(run, batch, "validation")
         metrics[f"{name}/success"] = batch.success_rate()
         metrics[f"{name}/return"] = batch.mean_return()
     return metrics
@@ -138,7 +141,7 @@ def run_step(run: RunSession, step: int) -> tuple[dict[str, float], Batch]:
     batch = make_batch(step, step_seeds(cfg.seed, step, cfg.rollout.prompts), cfg.rollout.group_size,
                        temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
                        min_p=cfg.rollout.min_p)
-    run.hook.mirage_rollout(run=run, batch=batch)
+    rollout(run, batch, "rollout")
     timings["time/rollout"] = time.perf_counter() - started
     mark = time.perf_counter()
     score_batch(run, batch)
@@ -157,10 +160,11 @@ def run_step(run: RunSession, step: int) -> tuple[dict[str, float], Batch]:
     metrics["filter/loss_scale"] = batch.loss_scale
     mark = time.perf_counter()
     if metrics["filter/kept_trajectories"] > 0:  # else an empty step: nothing to train on
-        updated = run.hook.mirage_update(run=run, batch=batch)
-        name = cfg.algorithm.name
-        check_metrics(updated, f"algorithm {name!r} (plugin "
-                               f"{run.plugins.registries.algorithms.owner(name)!r})", step)
+        algorithm = component(component_source(run, "algorithms", cfg.algorithm.name), run.algorithm)
+        with blamed("the update", step, lambda: [algorithm, *hook_suspects(run, "mirage_update"),
+                                                 backend_suspect(run)]):
+            updated = run.hook.mirage_update(run=run, batch=batch)
+        check_metrics(updated, algorithm.source, step)
         metrics |= dict(updated or {})
         run.state["empty_streak"] = 0
     else:
@@ -173,24 +177,42 @@ def run_step(run: RunSession, step: int) -> tuple[dict[str, float], Batch]:
 
 def apply_filter(run: RunSession, batch: Batch) -> Selection:
     """The filter stage: select and mark the kept groups. An exception in it is raised
-    again as a FilterError naming the filter and the plugin that registered it, and a
+    again as a FilterError naming the filter (or filter hook) whose code raised, its plugin,
+    file and line (mirage/core/plugin_errors.py), and a
     malformed selection or metric stops it with a PluginResultError (the run then fails
     with that message; the steps already stored stay)."""
-    name = run.config.filter.name
-    source = f"filter {name!r} (plugin {run.plugins.registries.filters.owner(name)!r})"
-    try:
+    chosen = component(component_source(run, "filters", run.config.filter.name), run.filter)
+    with blamed("selection", batch.step, lambda: [chosen, *hook_suspects(run, "mirage_filter")],
+                error_class=FilterError, named=chosen):
         selection = run.hook.mirage_filter(run=run, batch=batch)
-    except Exception as error:
-        raise FilterError(
-            f"{source} raised during selection at step {batch.step}: {type(error).__name__}: {error}"
-        ) from error
-    check_selection(selection, batch, source)
+    check_selection(selection, batch, chosen.source)
     batch.apply(selection)
     return selection
 
 
 def diagnostic_source(run: RunSession, name: str) -> str:
-    return f"diagnostic {name!r} (plugin {run.plugins.registries.diagnostics.owner(name)!r})"
+    return component_source(run, "diagnostics", name)
+
+
+def component_source(run: RunSession, kind: str, name: str) -> str:
+    """``filter 'top_p' (plugin 'mirage.filters')``: a component of registry ``kind``."""
+    owner = getattr(run.plugins.registries, kind).owner(name)
+    return f"{kind.removesuffix('s')} {name!r} (plugin {owner!r})"
+
+
+def backend_suspect(run: RunSession) -> Suspect:
+    return component(component_source(run, "backends", run.config.model.backend), run.backend)
+
+
+def rollout(run: RunSession, batch: Batch, stage: str) -> None:
+    """The rollout hooks on ``batch``; an exception names the environment, backend or
+    rollout plugin whose code raised it."""
+    def suspects() -> list[Suspect]:
+        env = Suspect(component_source(run, "envs", run.config.env.name), run.env_cls.__module__)
+        return [env, *hook_suspects(run, "mirage_rollout"), backend_suspect(run)]
+
+    with blamed(stage, run.step, suspects):
+        run.hook.mirage_rollout(run=run, batch=batch)
 
 
 def kept_metrics(batch: Batch) -> dict[str, float]:
@@ -222,17 +244,29 @@ def diagnose(run: RunSession, batch: Batch) -> dict[str, float]:
     for impl in reversed(impls):  # pluggy's own call order
         others = [other.plugin for other in impls if other.plugin is not impl.plugin]
         only_this = run.plugins.manager.subset_hook_caller("mirage_diagnose", others)
-        for result in only_this(run=run, batch=batch):
+        with blamed("diagnosis", batch.step, lambda: diagnose_suspects(run, impl)):
+            results = only_this(run=run, batch=batch)
+        for result in results:
             check_metrics(result, f"mirage_diagnose of plugin {impl.plugin_name!r}", batch.step)
             merged |= dict(result or {})
     for name, diagnostic in run.diagnostics.items():  # reviews read every diagnostic's numbers
         if hasattr(diagnostic, "review"):
-            reviewed = diagnostic.review(run, merged)
-            check_metrics(reviewed, diagnostic_source(run, name), batch.step)
+            source = diagnostic_source(run, name)
+            with blamed("review", batch.step, lambda: [component(source, diagnostic)]):
+                reviewed = diagnostic.review(run, merged)
+            check_metrics(reviewed, source, batch.step)
             merged |= dict(reviewed or {})
     if merged:
         merged["time/diagnose"] = time.perf_counter() - mark
     return merged
+
+
+def diagnose_suspects(run: RunSession, impl: Any) -> list[Suspect]:
+    """The diagnostics, the ``mirage_diagnose`` implementation ``impl`` and the backend."""
+    diagnostics = [component(diagnostic_source(run, name), diagnostic)
+                   for name, diagnostic in run.diagnostics.items()]
+    this = Suspect(f"mirage_diagnose of plugin {impl.plugin_name!r}", impl.function.__module__)
+    return [*diagnostics, this, backend_suspect(run)]
 
 
 def group_rows(batch: Batch) -> list[GroupRow]:
@@ -284,7 +318,7 @@ def execute(
     store = RunStore(db)  # only after validation: a rejected run writes nothing
     run_id = resume or new_run_id()
     session = open_session(config, plugins, env_options)
-    facts = session.backend.prepare(session.env_cls, cache_dir())
+    facts = session.backend.prepare(session.env_cls, cache_dir(), progress=progress)
     facts |= {"threads": chosen.count, "threads_reason": chosen.reason}
     record = environment_record({"count": chosen.count, "reason": chosen.reason})
     root = checkpoint_root(store, run_id)
@@ -361,6 +395,8 @@ def _train(session: RunSession, store: RunStore, run_id: str, start: int, root: 
         raise
     except BaseException as error:
         status, reason = "failed", f"{type(error).__name__}: {error}"
+        if isinstance(error, PluginError):  # the one line names the place; the event keeps all
+            store.record_event(run_id, session.step, EVENT_KIND, f"{error}\n\n{error.traceback}")
         store.set_status(run_id, status, reason)
         raise
     else:

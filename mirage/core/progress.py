@@ -17,6 +17,7 @@ class Progress:
         if unsafe is not None:
             self.warn(unsafe)
         self._bar = tqdm(total=total, initial=initial, disable=not enabled, desc=run_id, unit="step",
+                         file=sys.stderr,
                          dynamic_ncols=True, postfix=self._flags() or None)
         self._last_val: float | None = None
         self._alarm = False

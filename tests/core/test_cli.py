@@ -177,3 +177,19 @@ def test_no_arguments_prints_help():
     result = invoke([])
     assert result.exit_code in (0, 2)
     assert "run" in result.output and "plugins" in result.output
+
+
+@pytest.mark.slow
+def test_quiet_prints_only_the_result_line(cli, tiny_config_file, tmp_path, monkeypatch):
+    """--quiet silences every progress bar, the warm start's included: a fresh cache makes
+    the warm start run (and it would draw its bar on stderr)."""
+    monkeypatch.setenv("MIRAGE_CACHE", str(tmp_path / "fresh-cache"))
+    db = tmp_path / "runs.duckdb"
+    code, out, err = cli("run", "--config", tiny_config_file, "--db", db, "--quiet", "--steps", "1",
+                         "--set", "model.warmstart_steps=3")
+    assert code == 0, err
+    assert err == ""
+    (line,) = out.splitlines()
+    run_id = re.fullmatch(rf"run (\S+) finished; results in {re.escape(str(db))}", line).group(1)
+    (backend,) = [e for e in RunStore(db).events(run_id) if e["kind"] == "backend"]
+    assert '"warmstart_cached": false' in backend["message"]

@@ -1,5 +1,6 @@
 """Filters from other plugins in whole runs (mirage/core/loop.py): a filter that raises
-stops the run with an error naming its plugin, a filter that keeps nothing stops it
+stops the run with an error naming its plugin and the file and line that raised (and
+so does a diagnostic; the run's events keep the traceback), a filter that keeps nothing stops it
 after ``max_empty_steps``, the loop's loss scale reaches the update, and the installed
 example package works through the real ``core run --filter best_half``.
 
@@ -9,8 +10,12 @@ Throwaway plugins are registered with ``build_plugins(extra=...)`` (conftest's
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import math
 import re
+import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -19,6 +24,7 @@ from mirage.core import loop
 from mirage.core.batch import Batch, Selection
 from mirage.core.cli import app
 from mirage.core.loop import EmptyStepsError, FilterError, execute
+from mirage.core.plugin_errors import PluginError, Suspect, culprit
 from mirage.core.store import RunStore
 from mirage.core.validate import build_config
 
@@ -89,6 +95,120 @@ def test_a_raising_filter_fails_the_run_naming_its_plugin(boom_plugins, tiny_con
     # steps 0 and 1 finished and stay; step 2 never was written
     assert sorted({step for step, _, _ in store.metrics(row["run_id"])}) == [0, 1]
     assert [g["kept"] for g in store.groups(row["run_id"], step=1)] == [True, True]
+
+
+def load_module(path, monkeypatch):
+    """Import the throwaway plugin module at ``path``, gone from sys.modules after the test."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, path.stem, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+BAD_FILTERS = """\
+from mirage.core.batch import Selection
+
+
+def explode(step):
+    raise ValueError(f"selection exploded at {step}")
+
+
+class BoomFilter:
+    def __init__(self, config):
+        self.config = config
+
+    def select(self, batch):
+        if batch.step >= 2:
+            explode(batch.step)
+        return Selection(list(range(len(batch.groups))))
+"""
+
+
+@pytest.mark.slow
+def test_cli_names_the_plugin_file_and_line_and_stores_the_traceback(
+        monkeypatch, make_plugins, tiny_config_file, tmp_path):
+    source = tmp_path / "plugin" / "bad_filters.py"
+    source.parent.mkdir()
+    source.write_text(BAD_FILTERS)
+    lines = BAD_FILTERS.splitlines()
+    raise_line = lines.index('    raise ValueError(f"selection exploded at {step}")') + 1
+    call_line = lines.index("            explode(batch.step)") + 1
+    bad_filters = load_module(source, monkeypatch)
+    monkeypatch.setattr(loop, "build_plugins",
+                        lambda: make_plugins("bad_filters", filters={"boom": bad_filters.BoomFilter}))
+    db = tmp_path / "runs.duckdb"
+    result = CliRunner().invoke(app, ["run", "--config", str(tiny_config_file), "--quiet", "--filter", "boom",
+                                      "--steps", "2", "--db", str(db)])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip().splitlines() == [
+        f"failed: filter 'boom' (plugin 'bad_filters') raised during selection at step 2, "
+        f"at {source}:{raise_line}: ValueError: selection exploded at 2"
+    ]
+    (row,) = RunStore(db).list_runs()
+    assert row["status"] == "failed" and f"{source}:{raise_line}" in row["error"]
+    (event,) = [e for e in RunStore(db).events(row["run_id"]) if e["kind"] == "error"]
+    assert event["step"] == 2
+    message = event["message"]
+    assert message.startswith("filter 'boom' (plugin 'bad_filters') raised during selection")
+    assert "Traceback (most recent call last)" in message
+    # the whole chain: the loop's call, the filter's select, the helper that raised
+    assert "mirage/core/loop.py" in message
+    assert f'File "{source}", line {call_line}, in select' in message
+    assert f'File "{source}", line {raise_line}, in explode' in message
+    assert message.rstrip().endswith("ValueError: selection exploded at 2")
+
+
+def test_a_frame_deeper_than_the_plugin_is_not_blamed(tmp_path, monkeypatch):
+    """An error raised inside the standard library is placed at the plugin's call."""
+    source = tmp_path / "parsing_plugin.py"
+    source.write_text("import json\n\n\ndef parse(text):\n    return json.loads(text)\n")
+    parsing_plugin = load_module(source, monkeypatch)
+    suspects = [Suspect("mirage_rollout of plugin 'mirage.rollout'", "mirage.plugins.rollout"),
+                Suspect("filter 'parse' (plugin 'parsing')", "parsing_plugin")]
+    with pytest.raises(json.JSONDecodeError) as info:
+        parsing_plugin.parse("{")
+    assert "json" in info.traceback[-1].path.parts  # the deepest frame is json's own
+    found, file, line = culprit(info.value, suspects)
+    assert (found.source, file, line) == ("filter 'parse' (plugin 'parsing')", str(source), 5)
+    assert culprit(info.value, suspects[:1]) is None
+
+
+class CrashingDiagnostic:
+    """Measures step 0, raises from step 1 on."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def due(self, step: int) -> bool:
+        return True
+
+    def measure(self, run, batch: Batch) -> dict[str, float]:
+        if batch.step >= 1:
+            raise RuntimeError("measurement crashed")  # CRASH LINE
+        return {"crash/ok": 1.0}
+
+
+@pytest.mark.slow
+def test_every_stage_names_the_plugin_code_that_raised(make_plugins, tiny_config, tmp_path):
+    """Not only filters: a diagnostic's exception reaches the stage through the built-in
+    ``mirage_diagnose`` hook and is still blamed on the diagnostic's own line."""
+    plugins = make_plugins("crash_plugin", diagnostics={"crash": CrashingDiagnostic})
+    data = tiny_config()
+    data["diagnostics"] = {"names": ["crash"]}
+    data["steps"] = 2
+    db = tmp_path / "runs.duckdb"
+    with pytest.raises(PluginError) as info:
+        execute(build_config(data), db, plugins=plugins, progress=False)
+    line = next(number for number, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+                if text.endswith("# CRASH LINE"))
+    assert str(info.value) == (
+        f"diagnostic 'crash' (plugin 'crash_plugin') raised during diagnosis at step 1, at "
+        f"{__file__}:{line}: RuntimeError: measurement crashed")
+    store = RunStore(db)
+    (row,) = store.list_runs()
+    (event,) = [e for e in store.events(row["run_id"]) if e["kind"] == "error"]
+    assert "in measure" in event["message"] and "RuntimeError: measurement crashed" in event["message"]
 
 
 def test_cli_reports_a_filter_failure_in_one_line(monkeypatch, tiny_config_file, tmp_path):

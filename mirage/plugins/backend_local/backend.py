@@ -43,13 +43,14 @@ class LocalBackend(Backend):
     def config_problem(cls, config: RunConfig) -> str | None:
         return model_lib.model_source_error(config.model.path) if config.model.path else None
 
-    def prepare(self, env_cls, cache_dir: Path) -> dict[str, Any]:
+    def prepare(self, env_cls, cache_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         cfg = self.config.model
         if cfg.path:
             self.model, self.tokenizer = model_lib.load_pretrained(cfg.path)
             facts: dict[str, Any] = {"model_source": cfg.path}
         else:
-            self.model, self.tokenizer, facts = warm_start(self.config, env_cls, cache_dir)
+            self.model, self.tokenizer, facts = warm_start(self.config, env_cls, cache_dir,
+                                                              progress=progress)
         self.model.to(self.device)
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=self.config.algorithm.lr, weight_decay=0.0

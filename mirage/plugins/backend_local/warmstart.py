@@ -13,6 +13,7 @@ import math
 import os
 import random
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -60,8 +61,9 @@ def warmstart_seed(config: RunConfig) -> int:
     return config.seed if seed is None else seed
 
 
-def warm_start(config: RunConfig, env_cls, cache_dir: Path):
-    """Return (model, tokenizer, facts), building and caching them if needed."""
+def warm_start(config: RunConfig, env_cls, cache_dir: Path, *, progress: bool = True):
+    """Return (model, tokenizer, facts), building and caching them if needed; ``progress``
+    shows the build's bar on stderr."""
     target = cache_dir / "warmstart" / f"{env_cls.name}-{cache_key(config, env_cls)}"
     facts_file = target / "warmstart.json"
     if facts_file.exists():
@@ -84,7 +86,7 @@ def warm_start(config: RunConfig, env_cls, cache_dir: Path):
         (tokenizer.encode(c, add_special_tokens=False), tokenizer.encode(r, add_special_tokens=False) + [eos])
         for c, r in demos.pairs
     ]
-    final_loss = _supervised(model, data, cfg, seed)
+    final_loss = _supervised(model, data, cfg, seed, progress)
     facts: dict[str, Any] = {
         "warmstart_pairs": len(data),
         "warmstart_demo_success": demos.success_rate,
@@ -109,7 +111,8 @@ def warm_start(config: RunConfig, env_cls, cache_dir: Path):
     return model, tokenizer, {**facts, "warmstart_cached": False}
 
 
-def _supervised(model, data: list[tuple[list[int], list[int]]], cfg, seed: int) -> float:
+def _supervised(model, data: list[tuple[list[int], list[int]]], cfg, seed: int,
+                progress: bool) -> float:
     """Next-token loss on response tokens only, AdamW with cosine decay."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.warmstart_lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(
@@ -119,7 +122,8 @@ def _supervised(model, data: list[tuple[list[int], list[int]]], cfg, seed: int) 
     model.train()
     loss_value = math.nan
     pad = model.config.pad_token_id
-    bar = tqdm(range(cfg.warmstart_steps), desc="warm start", unit="step", leave=False)
+    bar = tqdm(range(cfg.warmstart_steps), desc="warm start", unit="step", leave=False,
+               disable=not progress, file=sys.stderr)
     for _ in bar:
         batch = rng.sample(data, min(cfg.warmstart_batch, len(data)))
         width = max(len(c) + len(r) for c, r in batch)
