@@ -13,6 +13,14 @@ iteration in the order listed; run hooks (`mirage_run_start`, `mirage_step_end`,
 `mirage_run_end`) feed observers such as experiment trackers (docs/loggers.md), and one
 that raises is skipped for the rest of the run with a `logger` event. `(firstresult)`
 means the first non-None result wins.
+
+Besides a plain `@hookimpl`, pluggy's markers order and wrap implementations:
+`@hookimpl(tryfirst=True)` runs before the built-ins (on a firstresult stage hook its
+non-None result replaces the stage), and `@hookimpl(wrapper=True)` wraps the others:
+`result = yield` runs them and what the wrapper returns is the hook's result, so a plugin
+can change the built-in rollout's batch or a filter's selection without replacing them
+(a working example: docs/writing-an-environment.md, "Wrappers and tryfirst hooks").
+The data the hooks pass and return is in docs/plugin-data.md.
 """
 
 

@@ -10,19 +10,30 @@ from mirage.core.returns import episode_return, group_mean, group_variance
 
 @dataclass
 class Turn:
-    """One model turn. ``context`` is X (the prompt text up to and including
-    ``<think>``); ``response`` is everything generated after it; ``reasoning`` is Z."""
+    """One model turn: what the policy saw, what it wrote, and what that did."""
 
     context: str
+    """X: the prompt text up to and including ``<think>`` (docs/writing-an-environment.md
+    shows what the platform wraps around the observation)."""
     response: str
+    """Everything the policy generated after ``<think>``."""
     reasoning: str
+    """Z: the text before ``</think>`` (what the MI diagnostics measure)."""
     answer: str
+    """The body of ``<answer> ... </answer>``; empty when the response was malformed."""
     actions: list[str]
+    """The actions the environment applied this turn (at most ``env.max_actions_per_turn``)."""
     format_ok: bool
+    """False when the answer was malformed or not actions (the turn got ``env.format_penalty``)."""
     reward: float
+    """The sum of the applied actions' rewards, plus the format penalty if any."""
     context_ids: list[int]
+    """``context`` as token ids."""
     response_ids: list[int]
+    """``response`` as token ids (the tokens the update trains)."""
     old_logprobs: list[float] | None = None
+    """Log-probability of each response token under the sampling policy; filled by the
+    score stage, None before it."""
 
     @property
     def response_mask(self) -> list[int]:
@@ -35,11 +46,17 @@ class Trajectory:
     """One episode of one prompt: its turns and outcome."""
 
     prompt_index: int
+    """The index of its group in ``batch.groups``."""
     sample_index: int
+    """Its index among the group's G trajectories."""
     seed: int
+    """The transition seed (the G samples of one prompt share the instance, not the noise)."""
     turns: list[Turn] = field(default_factory=list)
+    """The turns played, in order; empty before the rollout."""
     success: bool = False
+    """Whether the environment reported success (its ``success`` after the last turn)."""
     done: bool = False
+    """Whether the episode ended (solved, failed, out of actions or at ``env.max_turns``)."""
 
     @property
     def episode_return(self) -> float:
@@ -52,18 +69,24 @@ class Group:
     """All G trajectories of one prompt (one environment instance)."""
 
     prompt_index: int
+    """Its index in ``batch.groups``."""
     seed: int
+    """The environment seed: every trajectory of the group plays this instance."""
     trajectories: list[Trajectory] = field(default_factory=list)
+    """The G trajectories."""
     kept: bool = True
-    # Trajectory-level filters may keep a subset; None means all of them.
+    """Set by the loop from the filter's selection; read it after the filter stage only."""
     kept_samples: list[int] | None = None
+    """The kept trajectory indices when a trajectory-level filter kept a subset; None: all."""
 
     @property
     def returns(self) -> list[float]:
+        """The G episode returns, in trajectory order."""
         return [t.episode_return for t in self.trajectories]
 
     @property
     def reward_mean(self) -> float:
+        """The mean episode return of the group."""
         return group_mean(self.returns)
 
     @property
@@ -74,9 +97,11 @@ class Group:
 
     @property
     def reward_std(self) -> float:
+        """The square root of :attr:`reward_variance`."""
         return math.sqrt(self.reward_variance)
 
     def kept_trajectories(self) -> list[Trajectory]:
+        """The trajectories the update will see: none if the group was dropped."""
         if not self.kept:
             return []
         if self.kept_samples is None:
@@ -89,8 +114,12 @@ class Selection:
     """A filter's decision: kept group indices (and optional per-group samples)."""
 
     kept_groups: list[int]
+    """Indices into ``batch.groups`` to keep: unique integers in ``0..P-1``."""
     kept_samples: dict[int, list[int]] = field(default_factory=dict)
+    """Optional: for a kept group, the trajectory indices (``0..G-1``) to keep; a group
+    not listed keeps all of them."""
     metrics: dict[str, float] = field(default_factory=dict)
+    """The filter's own metrics, stored under these names (see Metrics below)."""
 
 
 @dataclass
@@ -98,37 +127,49 @@ class Batch:
     """One iteration's rollouts. ``step`` is 1-based; validation batches use step 0."""
 
     step: int
+    """The iteration, from 1; 0 for validation batches."""
     groups: list[Group]
+    """The P prompt groups."""
     temperature: float = 1.0
+    """The sampling temperature of this batch."""
     greedy: bool = False
-    top_p: float = 1.0  # nucleus sampling (RolloutConfig.top_p); 1: off
-    min_p: float = 0.0  # min-p sampling (RolloutConfig.min_p); 0: off
-    # Set by the loop after filtering (FilterConfig.loss_scaling, step_size_matching);
-    # the algorithm multiplies its advantages by it.
+    """True for greedy validation batches."""
+    top_p: float = 1.0
+    """Nucleus sampling (``rollout.top_p``); 1: off."""
+    min_p: float = 0.0
+    """Min-p sampling (``rollout.min_p``); 0: off."""
     loss_scale: float = 1.0
+    """Set by the loop after filtering (``filter.loss_scaling``, ``step_size_matching``);
+    the algorithm multiplies its advantages by it."""
 
     @property
     def trajectories(self) -> list[Trajectory]:
+        """Every trajectory of every group, group by group."""
         return [t for g in self.groups for t in g.trajectories]
 
     def apply(self, selection: Selection) -> None:
+        """Mark the groups and samples ``selection`` keeps (the loop does this; a filter must not)."""
         kept = set(selection.kept_groups)
         for index, group in enumerate(self.groups):
             group.kept = index in kept
             group.kept_samples = selection.kept_samples.get(index)
 
     def kept_groups(self) -> list[Group]:
+        """The groups the filter kept."""
         return [g for g in self.groups if g.kept]
 
     @property
     def kept_ratio(self) -> float:
+        """The kept share of the groups (0 for an empty batch)."""
         return len(self.kept_groups()) / len(self.groups) if self.groups else 0.0
 
     def success_rate(self) -> float:
+        """The share of trajectories that succeeded (NaN for an empty batch)."""
         trajs = self.trajectories
         return sum(t.success for t in trajs) / len(trajs) if trajs else math.nan
 
     def mean_return(self) -> float:
+        """The mean episode return over all trajectories (NaN for an empty batch)."""
         trajs = self.trajectories
         return math.fsum(t.episode_return for t in trajs) / len(trajs) if trajs else math.nan
 

@@ -27,8 +27,11 @@ class StepOutcome:
     """What one primitive action did."""
 
     reward: float
+    """The action's reward; a turn's reward is the sum over its applied actions."""
     done: bool
+    """True ends the episode: no more actions are applied this turn or later."""
     success: bool
+    """Whether the episode is solved (the trajectory's ``success`` when it ends)."""
 
 
 @dataclass(frozen=True)
