@@ -191,7 +191,9 @@ def run(
             ("--lr", lr), ("--entropy-coef", entropy_coef), ("--kl-coef", kl_coef),
             ("--val-every", val_every), ("--val-episodes", val_episodes),
             ("--config", config_file), ("--experiment", experiment), ("--registry", registry),
-        ) if value is not None] + (["--env-opt"] if env_opt else []) + (["--logger"] if logger else []) + [f"--set {p}" for p in settings]
+        ) if value is not None]
+        given += (["--env-opt"] if env_opt else []) + (["--logger"] if logger else [])
+        given += [f"--set {p}" for p in settings]
         labels = [flag for flag, value in (("--name", name), ("--tag", tag or None), ("--note", note))
                   if value is not None]
         if given or labels:
