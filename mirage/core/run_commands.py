@@ -18,7 +18,7 @@ from mirage.core.heartbeat import CRASHED, effective_status, liveness
 from mirage.core.overrides import MISSING, parse_value, split_pair
 from mirage.core.run_export import FORMATS, export_runs
 from mirage.core.run_index import differences, find_run, matches, render_table, table_row
-from mirage.core.store import STATUSES, RunStore
+from mirage.core.store import STATUSES, WRITE_LOCK_TIMEOUT, RunStore
 from mirage.core.validate import ConfigError
 
 _DB = typer.Option(None, help=DB_HELP)
@@ -29,7 +29,9 @@ def _store(db: Optional[Path]) -> RunStore:
     path = store_path(db)
     if not path.is_file():
         fail(f"no run store at {path}")
-    return RunStore(path)
+    # A run writing every step keeps taking the file; a command waits as long as a
+    # writer would (WRITE_LOCK_TIMEOUT) rather than fail after a reader's 10 s.
+    return RunStore(path, lock_timeout=WRITE_LOCK_TIMEOUT)
 
 
 def _resolve(store: RunStore, refs: list[str]) -> list[dict[str, Any]]:

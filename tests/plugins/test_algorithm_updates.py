@@ -282,7 +282,7 @@ def test_dynamic_sampling_drops_uniform_groups_and_refills_from_extra_rounds():
         [[1.0, 1.0], [0.0, 0.0]],  # round 1: nothing with signal
         [[0.0, 1.0], [1.0, 0.0]],  # round 2: two groups with signal, one is needed
     ])
-    run = SimpleNamespace(backend=backend, hook=rollout)
+    run = SimpleNamespace(backend=backend, hook=rollout, step=1)
     algo = DAPO(config("dapo", extra_rollout_rounds=5))
     groups, metrics = algo.training_groups(run, batch)
     assert metrics == {"update/extra_rollout_rounds": 2.0, "update/dropped_groups": 3.0}
@@ -299,7 +299,7 @@ def test_dynamic_sampling_stops_after_the_extra_round_budget():
         for t in group.trajectories:
             t.turns = [turn(1, [1], 1.0, 0.0)]
     rollout = ScriptedRollout([[[1.0, 1.0], [1.0, 1.0]]] * 3)
-    run = SimpleNamespace(backend=TableBackend(), hook=rollout)
+    run = SimpleNamespace(backend=TableBackend(), hook=rollout, step=1)
     metrics = DAPO(config("dapo", extra_rollout_rounds=2)).update(run, batch)
     assert metrics["update/extra_rollout_rounds"] == 2.0
     assert metrics["update/dropped_groups"] == 6.0
