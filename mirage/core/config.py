@@ -271,6 +271,11 @@ class ModelConfig(_Section):
         "warm-started on the deterministic lake, as the paper's cells share one base model",
     )
     dtype: Literal["float32", "bfloat16"] = "float32"
+    vllm_gpu_memory: float = Field(
+        0.5, gt=0, le=1, description="--backend vllm on a GPU: the share of GPU memory the vLLM "
+        "engine reserves (weights and key/value cache); the torch trainer uses the rest "
+        "(docs/vllm.md)",
+    )
     decoder: Literal["lean", "generate"] = Field(
         "lean", description="how the local backend samples: its lean decode loop (the same samples "
         "as transformers' generate for a fixed seed, several times faster on CPU; Qwen2-architecture "
