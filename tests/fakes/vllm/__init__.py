@@ -58,7 +58,8 @@ class RequestOutput:
 
 def weights_fingerprint(model: torch.nn.Module) -> float:
     """One number that changes whenever any weight changes (for order checks in tests)."""
-    return float(sum(p.double().sum() * (i + 1) for i, p in enumerate(model.parameters())))
+    with torch.no_grad():
+        return float(sum(p.double().sum() * (i + 1) for i, p in enumerate(model.parameters())))
 
 
 class EngineModel:
