@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import tempfile
@@ -20,12 +19,6 @@ from mirage.plugins.backend_vllm.agreement import SamplerAgreement
 from mirage.plugins.backend_vllm.sampling import cut_response, sampled_logprobs, sampling_arguments
 
 SEED_BOUND = 2**31 - 1  # per-request seeds are drawn below this
-
-
-def _load_weights(weights: list[tuple[str, torch.Tensor]], model: Any) -> None:
-    """Runs inside the engine on its model (``LLM.apply_model``); module level so that it
-    pickles when the engine core runs in another process."""
-    model.load_weights(weights)
 
 
 class VLLMBackend(LocalBackend):
@@ -54,8 +47,8 @@ class VLLMBackend(LocalBackend):
         weakref.finalize(self, shutil.rmtree, self.engine_dir, True)
         self.model.save_pretrained(self.engine_dir)
         self.tokenizer.save_pretrained(self.engine_dir)
-        # apply_model (the weight sync) passes a function to the engine core; in-process
-        # it is a plain call, across processes it would need insecure pickling switched on.
+        # The engine core in this process: the weight sync hands it the tensors themselves
+        # instead of serializing every weight to another process.
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         import vllm
 
@@ -86,7 +79,10 @@ class VLLMBackend(LocalBackend):
         if self.engine is None or self.synced_version == self.weights_version:
             return
         weights = [(name, tensor.detach()) for name, tensor in self.model.state_dict().items()]
-        self.engine.apply_model(functools.partial(_load_weights, weights))
+        # The worker's reload_weights (vLLM's own route for new weights in a running engine):
+        # the model's load_weights between vLLM's layerwise-reload set-up and finish, which
+        # restore the loaders a bare load_weights finds gone after the first load.
+        self.engine.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.synced_version = self.weights_version
 
     # ------------------------------------------------------------------ generation

@@ -3,13 +3,13 @@
 It samples one request at a time with the model's key/value cache: greedy at temperature
 0, else from the tempered, top-p and min-p truncated distribution with a generator seeded
 by the request's seed. Log-probs are the raw model's (vLLM's default ``raw_logprobs``).
-Every engine start, generation and weight load is appended to :data:`EVENTS`.
+Every engine start, generation and weight load (``LLM.collective_rpc("reload_weights")``) is appended to :data:`EVENTS`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -62,19 +62,13 @@ def weights_fingerprint(model: torch.nn.Module) -> float:
         return float(sum(p.double().sum() * (i + 1) for i, p in enumerate(model.parameters())))
 
 
-class EngineModel:
-    """What ``LLM.apply_model`` hands its function: the engine's model, with vLLM's
-    ``load_weights(iterable of (name, tensor))``."""
-
-    def __init__(self, model: torch.nn.Module):
-        self.model = model
-
-    @torch.no_grad()
-    def load_weights(self, weights) -> set[str]:
-        state = {name: tensor.to(next(self.model.parameters()).dtype) for name, tensor in weights}
-        self.model.load_state_dict(state)  # strict: every weight, under the model's own names
-        EVENTS.append(("load_weights", weights_fingerprint(self.model)))
-        return set(state)
+def load_weights(model: torch.nn.Module, weights) -> None:
+    """What the worker's ``reload_weights`` does to the model: every weight, strictly
+    under the model's own (Hugging Face) names."""
+    with torch.no_grad():
+        dtype = next(model.parameters()).dtype
+        model.load_state_dict({name: tensor.to(dtype) for name, tensor in weights})
+    EVENTS.append(("load_weights", weights_fingerprint(model)))
 
 
 class LLM:
@@ -85,8 +79,13 @@ class LLM:
         EVENTS.append(("init", {"model": model, "dtype": dtype, "seed": seed,
                                 "generation_config": generation_config}))
 
-    def apply_model(self, func: Callable[[Any], Any]) -> list[Any]:
-        return [func(EngineModel(self.model))]
+    def collective_rpc(self, method: str, timeout: float | None = None, args: tuple = (),
+                       kwargs: dict[str, Any] | None = None) -> list[Any]:
+        """Only the worker method the backend calls: ``reload_weights(weights_iterator=...)``."""
+        if method != "reload_weights" or args or set(kwargs or {}) != {"weights_iterator"}:
+            raise NotImplementedError(f"the fake engine has no worker method {method!r} with these arguments")
+        load_weights(self.model, kwargs["weights_iterator"])
+        return [None]
 
     @torch.no_grad()
     def generate(self, prompts, sampling_params, *, use_tqdm: bool = True) -> list[RequestOutput]:
