@@ -30,7 +30,8 @@ GOLDEN = Path(__file__).parent / "data" / "training_seam_metrics.json"
 ARMS: dict[str, dict] = {
     "grpo": {"algorithm": {"name": "grpo", "mini_batches": 2, "micro_batch_size": 8},
              "diagnostics": {"every": 1, "gradient_every": 1}},
-    "ppo": {"algorithm": {"name": "ppo", "kl_coef": 0.01}, "filter": {"name": "none"}},
+    "ppo": {"algorithm": {"name": "ppo", "kl_coef": 0.01}, "filter": {"name": "none"},
+            "diagnostics": {"every": 1, "gradient_every": 2}},
     "dapo": {"algorithm": {"name": "dapo", "extra_rollout_rounds": 1}},
 }
 
