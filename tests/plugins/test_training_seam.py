@@ -66,3 +66,22 @@ if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
         GOLDEN.write_text(json.dumps(
             {arm: seeded_metrics(arm, Path(tmp) / f"{arm}.duckdb") for arm in sorted(ARMS)},
             indent=1, sort_keys=True) + "\n")
+
+
+@pytest.mark.slow
+def test_the_gradient_decomposition_with_a_kl_term_runs_before_any_update(tmp_path):
+    # The tiny warm start never answers in format: every group has zero variance, top_p
+    # keeps none, and no update runs; the KL term's reference is frozen when first needed.
+    data = {"env": {"name": "frozenlake"}, **copy.deepcopy(TINY), "steps": 1}
+    data["algorithm"] = {"name": "grpo", "kl_coef": 0.01}
+    data["diagnostics"] = {"names": ["grad"], "gradient_every": 1}
+    db = tmp_path / "runs.duckdb"
+    execute(build_config(data), db, progress=False)
+    store = RunStore(db)
+    (run,) = store.list_runs()
+    metrics = {(s, n): v for s, n, v in store.metrics(run["run_id"])}
+    assert (1, "update/optimizer_steps") not in metrics
+    assert metrics[(1, "grad/all/kl/total")] == 0.0  # the policy is still the reference
+    assert metrics[(1, "grad/all/task/total")] == 0.0  # zero-variance groups: advantage 0
+    assert metrics[(1, "grad/all/entropy/total")] > 0
+    assert store.get_run(run["run_id"])["status"] == "finished"

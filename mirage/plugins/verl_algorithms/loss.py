@@ -3,7 +3,8 @@
 veRL's clipped policy loss with the trajectory weights folded in, an entropy bonus, an
 optional KL penalty to the reference policy and, when rows carry returns, the clipped
 value loss. It holds only the resolved settings, so a backend may ship it to another
-process.
+process. The rows' tensors live on the CPU; the recipe moves them to the device of the
+policy's outputs.
 """
 
 from __future__ import annotations
@@ -42,13 +43,13 @@ class ClippedPolicyLoss:
         coefficients and the clip fraction."""
         algo = self.settings
         agg_loss = core_algos().agg_loss
-        width = out.mask.size(1)
+        width, device = out.mask.size(1), out.mask.device
         if all(r.turn.old_logprobs is not None for r in rows):
-            old = pad([r.turn.old_logprobs for r in rows], width)
+            old = pad([r.turn.old_logprobs for r in rows], width).to(device)
         else:
             old = out.logprobs.detach()
-        weight = torch.tensor([r.weight for r in rows])[:, None] * out.mask
-        advantages = pad([r.advantages for r in rows], width)
+        weight = torch.tensor([r.weight for r in rows], device=device)[:, None] * out.mask
+        advantages = pad([r.advantages for r in rows], width).to(device)
         pg_loss, info = actor_loss(old, out.logprobs, advantages, weight, out.mask, algo)
         entropy = agg_loss(out.entropy * weight, out.mask, "token-sum")
         terms = {"task": pg_loss, "entropy": -algo.entropy_coef * entropy}
@@ -64,8 +65,8 @@ class ClippedPolicyLoss:
     def critic_terms(self, values: torch.Tensor, out: PolicyOutput, rows: Sequence[Row],
                      tokens: int, share: float) -> tuple[torch.Tensor, dict[str, float]]:
         """The clipped value loss over the step's ``tokens``; stats: it and its clip fraction."""
-        width = out.mask.size(1)
-        loss, clipfrac = critic_loss(values, pad([r.old_values for r in rows], width),
-                                     pad([r.returns for r in rows], width), out.mask,
+        width, device = out.mask.size(1), out.mask.device
+        loss, clipfrac = critic_loss(values, pad([r.old_values for r in rows], width).to(device),
+                                     pad([r.returns for r in rows], width).to(device), out.mask,
                                      self.settings.value_clip, tokens)
         return loss, {"value_loss": loss.item(), "value_clipfrac": clipfrac * share}
