@@ -77,6 +77,14 @@ class Backend(ABC):
     @abstractmethod
     def encode(self, text: str) -> list[int]: ...
 
+    def encode_prompt(self, text: str) -> list[int]:
+        """Token ids of a prompt (a context ``X``, ending in ``<think>``) as the policy
+        should see it: the one place prompts become ids, for rollouts and validation alike
+        (cross-scoring and the update reuse the ids a turn was sampled with). This default
+        encodes the text as it is; a backend may render it first, e.g. through a chat
+        template (``env.chat_template``). Reasonings and other text use :meth:`encode`."""
+        return self.encode(text)
+
     @abstractmethod
     def decode(self, ids: list[int]) -> str: ...
 
