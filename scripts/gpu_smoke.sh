@@ -5,21 +5,21 @@
 # and the sampler/scorer agreement from the stored metrics (scripts/gpu_smoke_report.py), and
 # writes timings as JSON.
 #
-#   bash scripts/gpu_smoke.sh MODEL_DIR [core run options...]
+#   bash scripts/gpu_smoke.sh [MODEL_DIR] [core run options...]
 #
-# MODEL_DIR (or $MIRAGE_SMOKE_MODEL) is a local checkpoint directory: nothing is downloaded.
-# Extra arguments go to `core run` after the defaults (e.g. --set env.chat_template=true for
-# an instruct model). Output: $MIRAGE_SMOKE_DIR (default runs/gpu_smoke/) holds the run store
+# MODEL_DIR (else $MIRAGE_SMOKE_MODEL) is a local checkpoint directory: nothing is downloaded.
+# Extra arguments go to `core run` after the defaults (e.g. --set env.chat_template=false for
+# a base model). Output: $MIRAGE_SMOKE_DIR (default runs/gpu_smoke/) holds the run store
 # smoke.duckdb and timings.json. Without a GPU, vLLM or the model it stops at once with one
 # line and exit code 2.
 set -euo pipefail
+MODEL="${MIRAGE_SMOKE_MODEL:-}"
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then MODEL="$1"; shift; fi  # a first argument that is no option
+[ -z "$MODEL" ] || MODEL="$(realpath -m -- "$MODEL")"  # before leaving the caller's directory
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-.venv/bin/python}"
 [ -x "$PYTHON" ] || PYTHON=python3
 fail() { echo "gpu_smoke: $*" >&2; exit 2; }
-
-MODEL="${1:-${MIRAGE_SMOKE_MODEL:-}}"
-[ $# -eq 0 ] || shift
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1  # the weights are local; never fetch them
 
 # One line on stderr and exit 2 when this is no GPU machine with the pins installed.
