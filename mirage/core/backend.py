@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
     from mirage.core.config import RunConfig
     from mirage.core.env import Environment
+    from mirage.core.training import LossRecipe, Row
 
 
 @dataclass
@@ -38,7 +39,17 @@ class CrossScores:
 
 
 class Backend(ABC):
-    """A trainable policy. ``cls(config)`` is called once per run.
+    """A trainable policy. ``cls(config)`` is called once per run (docs/writing-a-backend.md).
+
+    What every backend provides: :meth:`prepare`, :meth:`encode`/:meth:`decode`,
+    :meth:`generate`, :meth:`score`, training through :meth:`train_step` and
+    :meth:`save`/:meth:`load`. Training has two levels. :meth:`train_step` (one optimizer
+    step over training rows with the algorithm's loss recipe) and :meth:`loss_gradients`
+    are the seam: a backend whose trainer runs elsewhere (other processes, other GPUs)
+    overrides them. Their defaults run in this process over the torch primitives
+    :meth:`forward`, :meth:`reference_logprobs`/:meth:`freeze_reference`,
+    :meth:`optimizer_step` and :meth:`gradient` (mirage/core/training.py), which a
+    single-process backend implements instead.
 
     A backend that sets ``supports_critic = True`` also trains a critic (a value model
     for PPO's GAE): :meth:`init_critic`, :meth:`values`, :meth:`critic_step`, and
@@ -65,6 +76,14 @@ class Backend(ABC):
 
     @abstractmethod
     def encode(self, text: str) -> list[int]: ...
+
+    def encode_prompt(self, text: str) -> list[int]:
+        """Token ids of a prompt (a context ``X``, ending in ``<think>``) as the policy
+        should see it: the one place prompts become ids, for rollouts and validation alike
+        (cross-scoring and the update reuse the ids a turn was sampled with). This default
+        encodes the text as it is; a backend may render it first, e.g. through a chat
+        template (``env.chat_template``). Reasonings and other text use :meth:`encode`."""
+        return self.encode(text)
 
     @abstractmethod
     def decode(self, ids: list[int]) -> str: ...
@@ -96,33 +115,55 @@ class Backend(ABC):
         return CrossScores(out.logprobs.sum(-1).double().view(shape).cpu(),
                            out.entropy.sum(-1).double().view(shape).cpu())
 
+    # ------------------------------------------------------------------ training (the seam)
+    def train_step(self, rows: list["Row"], recipe: "LossRecipe") -> dict[str, float]:
+        """One optimizer step over the mini-batch ``rows`` (turns with advantages and loss
+        weights; with returns and old values when a critic trains too), its loss given by
+        ``recipe``. Returns metrics under ``update/``: the recipe's stats summed over
+        micro-batches, ``grad_norm`` (before clipping) and, with a critic,
+        ``critic_grad_norm``. The default runs in this process
+        (:func:`mirage.core.training.train_step`)."""
+        from mirage.core import training
+
+        return training.train_step(self, rows, recipe)
+
+    def loss_gradients(self, rows: list["Row"], recipe: "LossRecipe") -> dict[str, "torch.Tensor"]:
+        """Each of the recipe's loss terms' gradient over ``rows`` with respect to every
+        policy parameter, flattened into one vector and summed over micro-batches, with
+        no optimizer step and no change to the weights (the gradient decomposition). The
+        default runs in this process over :meth:`forward` and :meth:`gradient`."""
+        from mirage.core import training
+
+        return training.loss_gradients(self, rows, recipe)
+
+    # ------------------------------------------------------------------ in-process primitives
     def gradient(self, loss: "torch.Tensor", *, retain_graph: bool = False) -> "torch.Tensor":
         """The gradient of ``loss`` (built from :meth:`forward`) with respect to every
         policy parameter, flattened into one vector, without accumulating it into the
-        parameters' ``.grad`` and without any optimizer step (the gradient
-        decomposition). A backend without it cannot run the ``grad`` diagnostic."""
+        parameters' ``.grad`` and without any optimizer step. A backend without it (and
+        without its own :meth:`loss_gradients`) cannot run the ``grad`` diagnostic."""
         raise NotImplementedError(f"{type(self).__name__} provides no gradient()")
 
-    @abstractmethod
     def forward(self, contexts: list[list[int]], responses: list[list[int]]) -> PolicyOutput:
-        """Like :meth:`score`, with gradient, for the update."""
+        """Like :meth:`score`, with gradient, for the default :meth:`train_step`."""
+        raise NotImplementedError(f"{type(self).__name__} provides no forward(): override train_step")
 
-    @abstractmethod
     def reference_logprobs(
         self, contexts: list[list[int]], responses: list[list[int]]
     ) -> "torch.Tensor":
-        """Log-probs under the frozen initial policy (for a KL penalty), ``[B, L]``."""
+        """Log-probs under the frozen reference policy (for a KL penalty), ``[B, L]``."""
+        raise NotImplementedError(f"{type(self).__name__} provides no reference policy")
 
-    @abstractmethod
     def freeze_reference(self) -> None:
         """Keep a frozen copy of the current policy for :meth:`reference_logprobs`."""
+        raise NotImplementedError(f"{type(self).__name__} provides no reference policy")
 
-    @abstractmethod
-    def has_reference(self) -> bool: ...
+    def has_reference(self) -> bool:
+        return False
 
-    @abstractmethod
     def optimizer_step(self, max_grad_norm: float) -> float:
         """Clip, step and zero the optimizer; return the pre-clip gradient norm."""
+        raise NotImplementedError(f"{type(self).__name__} provides no optimizer_step(): override train_step")
 
     # ------------------------------------------------------------------ critic (optional)
     def init_critic(self, lr: float) -> None:
@@ -134,7 +175,8 @@ class Backend(ABC):
 
     def values(self, contexts: list[list[int]], responses: list[list[int]]) -> "torch.Tensor":
         """``[B, L]`` value of the state before each response token (the context and the
-        response so far), with gradient; 0 on padding."""
+        response so far), with gradient; 0 on padding. The algorithm reads the old values
+        through it (under ``torch.no_grad``); the default :meth:`train_step` trains on it."""
         raise NotImplementedError(f"{type(self).__name__} provides no critic")
 
     def critic_step(self, max_grad_norm: float) -> float:

@@ -52,6 +52,13 @@ class EnvConfig(_Section):
         "format, as RAGEN does; None: only for a pretrained --model (the tiny default policy "
         "learns the format from demonstrations, and constant text only costs compute)",
     )
+    chat_template: bool | None = Field(
+        None,
+        description="render each prompt as one user message through the tokenizer's chat "
+        "template (the trailing <think> opens the assistant's turn), as instruct models expect; "
+        "a tokenizer without one (the tiny default policy's) encodes the prompt as it is, and "
+        "the run's facts record which happened. None: only for a pretrained --model",
+    )
 
 
 class RolloutConfig(_Section):
@@ -270,7 +277,16 @@ class ModelConfig(_Section):
         "{slip: 0.0}: every cell of a FrozenLake stochasticity sweep starts from the policy "
         "warm-started on the deterministic lake, as the paper's cells share one base model",
     )
-    dtype: Literal["float32", "bfloat16"] = "float32"
+    dtype: Literal["float32", "bfloat16"] = Field(
+        "float32", description="compute precision of the local backend: bfloat16 runs the "
+        "policy, reference and critic under bfloat16 autocast with float32 weights and optimizer "
+        "state (pure bfloat16 weights would round away AdamW steps near lr 1e-6); log-probs, "
+        "entropies and losses stay float32. The warm start always trains in float32",
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="where the local backend runs: auto is cuda when a GPU is visible, "
+        "else cpu; cuda refuses to start without one. The warm start trains on the CPU",
+    )
     vllm_gpu_memory: float = Field(
         0.5, gt=0, le=1, description="--backend vllm on a GPU: the share of GPU memory the vLLM "
         "engine reserves (weights and key/value cache); the torch trainer uses the rest "
@@ -397,6 +413,8 @@ class RunConfig(_Section):
     def _resolve_prompt(self) -> "RunConfig":
         if self.env.show_instruction is None:
             self.env.show_instruction = self.model.path is not None
+        if self.env.chat_template is None:
+            self.env.chat_template = self.model.path is not None
         return self
 
     @model_validator(mode="after")

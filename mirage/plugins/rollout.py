@@ -23,7 +23,7 @@ def mirage_rollout(run: RunSession, batch: Batch) -> Batch:
     max_new_tokens = run.config.rollout.max_new_tokens
     while active := [(t, s) for t, s in episodes if not s.done]:
         contexts = [build_context(state, env_config) for _, state in active]
-        context_ids = [run.backend.encode(c) for c in contexts]
+        context_ids = [run.backend.encode_prompt(c) for c in contexts]
         response_ids = run.backend.generate(
             context_ids, temperature=batch.temperature, greedy=batch.greedy, max_new_tokens=max_new_tokens,
             top_p=batch.top_p, min_p=batch.min_p,

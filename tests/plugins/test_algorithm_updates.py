@@ -17,6 +17,7 @@ import torch
 
 from mirage.core.backend import PolicyOutput
 from mirage.core.batch import Batch, Group, Trajectory, Turn
+from mirage.core import training
 from mirage.core.config import RunConfig
 from mirage.plugins.verl_algorithms.register import DAPO, GRPO, PPO, DrGRPO
 
@@ -65,6 +66,9 @@ class TableBackend:
 
     def has_reference(self):
         return False
+
+    def train_step(self, rows, recipe):  # the in-process default every torch backend gets
+        return training.train_step(self, rows, recipe)
 
     def has_critic(self):
         return self.critic_lr is not None

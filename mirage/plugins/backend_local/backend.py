@@ -13,7 +13,7 @@ from transformers.utils import logging as hf_logging
 
 from mirage.core.backend import Backend, CrossScores, PolicyOutput
 from mirage.core.config import RunConfig
-from mirage.plugins.backend_local import cross_scoring, decode
+from mirage.plugins.backend_local import chat_template, cross_scoring, decode, precision
 from mirage.plugins.backend_local import model as model_lib
 from mirage.plugins.backend_local.critic import ValueModel
 from mirage.plugins.backend_local.warmstart import warm_start
@@ -22,14 +22,15 @@ SCORE_CHUNK = 128  # MEASURED.md: chunks of 128 score faster than one big batch 
 
 
 class LocalBackend(Backend):
-    """A transformers causal LM on this machine's CPU (or GPU when one is visible)."""
+    """A transformers causal LM on this machine's CPU or GPU (``model.device``), in float32
+    or bfloat16 mixed precision (``model.dtype``, precision.py)."""
 
     supports_critic = True
 
     def __init__(self, config: RunConfig):
         super().__init__(config)
         hf_logging.disable_progress_bar()  # our own bar shows progress; theirs is per file
-        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = precision.resolve_device(config.model.device)
         self.model = None
         self.tokenizer = None
         self.optimizer = None
@@ -41,6 +42,8 @@ class LocalBackend(Backend):
     # ------------------------------------------------------------------ setup
     @classmethod
     def config_problem(cls, config: RunConfig) -> str | None:
+        if problem := precision.device_problem(config.model.device):
+            return problem
         return model_lib.model_source_error(config.model.path) if config.model.path else None
 
     def prepare(self, env_cls, cache_dir: Path, *, progress: bool = True) -> dict[str, Any]:
@@ -51,11 +54,15 @@ class LocalBackend(Backend):
         else:
             self.model, self.tokenizer, facts = warm_start(self.config, env_cls, cache_dir,
                                                               progress=progress)
-        self.model.to(self.device)
+        self.model.to(self.device)  # the warm start trained (and cached) it in float32 on the CPU
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=self.config.algorithm.lr, weight_decay=0.0
         )
         facts["parameters"] = model_lib.parameter_count(self.model)
+        facts |= precision.facts(self.device, cfg.dtype, self.model)
+        facts["chat_template"] = self.chat_template()
+        if self.config.env.chat_template and not facts["chat_template"]:
+            facts["chat_template_missing"] = "the tokenizer has no chat template: prompts encoded as they are"
         facts["decoder"] = self.decoder()
         if self.config.model.decoder == "lean" and facts["decoder"] != "lean":
             facts["decoder_fallback"] = decode.unsupported(self.model)
@@ -67,17 +74,32 @@ class LocalBackend(Backend):
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
+    def encode_prompt(self, text: str) -> list[int]:
+        if self.chat_template():
+            text = chat_template.render(self.tokenizer, text)
+        return self.encode(text)
+
+    def chat_template(self) -> bool:
+        """Whether prompts go through the tokenizer's chat template: asked for
+        (``env.chat_template``) and the tokenizer has one."""
+        return bool(self.config.env.chat_template) and chat_template.available(self.tokenizer)
+
+    def compute(self):
+        """The context every model call runs in (precision.compute)."""
+        return precision.compute(self.device, self.config.model.dtype)
+
     # ------------------------------------------------------------------ generation
     @torch.no_grad()
     def generate(self, contexts, *, temperature, greedy, max_new_tokens, top_p=1.0, min_p=0.0):
         self.model.eval()
         pad, eos = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
-        if self.decoder() == "lean":
-            out = decode.generate(self.model, contexts, eos=eos, temperature=temperature, greedy=greedy,
-                                  max_new_tokens=max_new_tokens, top_p=top_p, min_p=min_p)
-        else:
-            out = self.generate_plain(contexts, temperature=temperature, greedy=greedy,
+        with self.compute():
+            if self.decoder() == "lean":
+                out = decode.generate(self.model, contexts, eos=eos, temperature=temperature, greedy=greedy,
                                       max_new_tokens=max_new_tokens, top_p=top_p, min_p=min_p)
+            else:
+                out = self.generate_plain(contexts, temperature=temperature, greedy=greedy,
+                                          max_new_tokens=max_new_tokens, top_p=top_p, min_p=min_p)
         responses = []
         for row in out:
             if eos in row:  # keep the end token: the policy must learn to stop
@@ -139,7 +161,8 @@ class LocalBackend(Backend):
         """Teacher-forced log-probs and entropies of ``responses`` after ``contexts``."""
         ids, mask, positions, resp_mask = self._pack(contexts, responses)
         width = ids.size(1)
-        logits = model(input_ids=ids, attention_mask=mask).logits.float()
+        with self.compute():
+            logits = model(input_ids=ids, attention_mask=mask).logits.float()
         picked = logits.gather(1, positions[:, :, None].expand(-1, -1, logits.size(-1)))
         targets = ids.gather(1, (positions + 1).clamp(max=width - 1))
         m = resp_mask.float()
@@ -167,10 +190,11 @@ class LocalBackend(Backend):
             empty = torch.zeros(len(responses), len(contexts), dtype=torch.float64)
             return CrossScores(empty, empty.clone())
         self.model.eval()
-        if decode.unsupported(self.model) is None:
-            return CrossScores(*cross_scoring.cross_score(self.model, contexts, responses,
-                                                          self.tokenizer.pad_token_id))
-        return self.cross_score_copied(contexts, responses)
+        with self.compute():
+            if decode.unsupported(self.model) is None:
+                return CrossScores(*cross_scoring.cross_score(self.model, contexts, responses,
+                                                              self.tokenizer.pad_token_id))
+            return self.cross_score_copied(contexts, responses)
 
     @torch.no_grad()
     def cross_score_copied(self, contexts, responses) -> CrossScores:
@@ -236,7 +260,7 @@ class LocalBackend(Backend):
 
     # ------------------------------------------------------------------ critic
     def init_critic(self, lr: float) -> None:
-        self.critic = ValueModel(self.model).to(self.device)
+        self.critic = ValueModel(self.model, self.config.model.dtype).to(self.device)
         self._critic_lr = lr
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=lr, weight_decay=0.0)
 

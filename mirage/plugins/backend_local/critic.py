@@ -12,17 +12,21 @@ import copy
 import torch
 from torch import nn
 
+from mirage.plugins.backend_local import precision
+
 
 class ValueModel(nn.Module):
     """``forward(input_ids, attention_mask) -> [B, T]`` value at every position."""
 
-    def __init__(self, policy: nn.Module):
+    def __init__(self, policy: nn.Module, dtype: str = "float32"):
         super().__init__()
+        self.dtype_name = dtype  # the policy's model.dtype: its backbone computes likewise
         self.backbone = copy.deepcopy(policy.base_model)  # the transformer without its LM head
         self.head = nn.Linear(policy.config.hidden_size, 1)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        return self.head(hidden.float()).squeeze(-1)
+        with precision.compute(input_ids.device, self.dtype_name):
+            hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return self.head(hidden.float()).squeeze(-1)  # the head and the value loss in float32

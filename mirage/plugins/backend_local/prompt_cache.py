@@ -157,7 +157,7 @@ def prefill(model, prompts: list[list[int]]):
     lengths = torch.tensor([len(p) for p in prompts], device=device)
     ids = torch.zeros(len(prompts), int(lengths.max()), dtype=torch.long, device=device)
     for row, prompt in enumerate(prompts):
-        ids[row, : len(prompt)] = torch.tensor(prompt)
+        ids[row, : len(prompt)] = torch.tensor(prompt, device=device)
     keys, values = [], []
 
     def attend(layer, attn, q, k, v):

@@ -43,12 +43,13 @@ def demo_options(config: RunConfig, env_cls) -> dict[str, Any]:
 def cache_key(config: RunConfig, env_cls) -> str:
     env_config = config.env.model_dump(mode="json")
     env_config["options"] = demo_options(config, env_cls)
+    env_config.pop("chat_template")  # the tiny policy's tokenizer has none: it never applies
     parts = {
         "version": WARMSTART_VERSION,
         "env": [env_cls.name, env_cls.version],
         "env_config": env_config,
         "model": config.model.model_dump(
-            mode="json", exclude={"backend", "path", "dtype", "decoder", "vllm_gpu_memory",
+            mode="json", exclude={"backend", "path", "dtype", "device", "decoder", "vllm_gpu_memory",
                                   "warmstart_env_options", "warmstart_seed"}
         ),
         "seed": warmstart_seed(config),

@@ -6,8 +6,9 @@ algorithm's own loss over the bucket's trajectories (weighted as if they were on
 mini-batch, advantages computed over the whole batch) is split into its task, entropy
 and KL terms, and each term's gradient norm is recorded: total, per sample (divided by
 the bucket's trajectories) and per token (divided by its response tokens). Gradients
-come from ``backend.gradient`` (``torch.autograd.grad``): nothing accumulates into the
-parameters' ``.grad``, no optimizer steps, and the weights stay bit-identical.
+come from the backend's ``loss_gradients`` (the local backend: ``torch.autograd.grad``):
+nothing accumulates into the parameters' ``.grad``, no optimizer steps, and the weights
+stay bit-identical.
 
 The terms carry their coefficients (entropy_coef, kl_coef): they are the parts of the
 gradient the update applies. With kl_coef 0 the KL term is absent and its norms are 0.
@@ -39,20 +40,18 @@ def variance_buckets(stds: list[float], buckets: int = BUCKETS) -> list[list[int
 
 
 def term_gradients(run, rows) -> dict[str, torch.Tensor]:
-    """Each loss term's flattened gradient over the trajectories ``rows``, summed over
-    the algorithm's micro-batches (one forward per micro-batch, one backward per term)."""
-    sums: dict[str, torch.Tensor] = {}
-    for terms in run.algorithm.loss_terms(run, rows):
-        live = [name for name, loss in terms.items() if loss.requires_grad]
-        for position, name in enumerate(live):
-            gradient = run.backend.gradient(terms[name], retain_graph=position < len(live) - 1)
-            sums[name] = gradient if name not in sums else sums[name] + gradient
-    return sums
+    """Each loss term's flattened gradient over the trajectories ``rows``, weighted as one
+    mini-batch and summed over micro-batches, from the backend (``loss_gradients``)."""
+    algorithm = run.algorithm
+    return run.backend.loss_gradients(algorithm.mini_batch_rows(rows), algorithm.loss_recipe())
 
 
 class GradientDecomposition:
-    """grad/{bucket}/{term}/{norm} for every algorithm that exposes ``advantage_rows``
-    and ``loss_terms`` (all built-ins); other algorithms get no grad/* metrics."""
+    """grad/{bucket}/{term}/{norm} for every algorithm that exposes ``advantage_rows``,
+    ``mini_batch_rows`` and ``loss_recipe`` (all built-ins); other algorithms get no
+    grad/* metrics."""
+
+    REQUIRES = ("advantage_rows", "mini_batch_rows", "loss_recipe")
 
     def __init__(self, config: RunConfig):
         self.config = config
@@ -62,7 +61,7 @@ class GradientDecomposition:
 
     def measure(self, run, batch: Batch) -> dict[str, float]:
         algorithm = run.algorithm
-        if not (hasattr(algorithm, "advantage_rows") and hasattr(algorithm, "loss_terms")):
+        if not all(hasattr(algorithm, name) for name in self.REQUIRES):
             return {}
         groups = [g for g in batch.groups if g.trajectories]
         if not groups:

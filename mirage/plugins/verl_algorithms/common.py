@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 
-from mirage.core.batch import Turn
 from mirage.core.config import AlgorithmConfig
+from mirage.core.training import Row  # noqa: F401  (where algorithms import it from)
 
 
 def core_algos():
@@ -69,17 +68,6 @@ def pad(rows: Sequence[Sequence[float] | torch.Tensor], width: int) -> torch.Ten
     """``[B, width]`` float tensor, each row right-padded with zeros."""
     tensors = [torch.as_tensor(r, dtype=torch.float32) for r in rows]
     return torch.stack([F.pad(t, (0, width - t.numel())) for t in tensors])
-
-
-@dataclass
-class Row:
-    """One turn to train on. Tensors are ``[L]``, one entry per response token."""
-
-    turn: Turn
-    advantages: torch.Tensor
-    returns: torch.Tensor | None = None  # critic targets (gae estimator only)
-    old_values: torch.Tensor | None = None  # critic values before this update
-    weight: float = 0.0  # per-token loss weight, set per mini-batch (token_weights)
 
 
 def actor_loss(old_logprobs: torch.Tensor, logprobs: torch.Tensor, advantages: torch.Tensor,

@@ -74,7 +74,8 @@ def old_values(run, trajectories: list[Trajectory], chunk: int) -> list[list[tor
         part = [turn for turn in turns[start : start + chunk] if turn.response_ids]
         if part:
             values = run.backend.values([t.context_ids for t in part], [t.response_ids for t in part])
-            flat += [row[: len(t.response_ids)].float() for row, t in zip(values, part)]
+            # on the CPU, beside the advantages and returns (the backend's device may differ)
+            flat += [row[: len(t.response_ids)].float().cpu() for row, t in zip(values, part)]
     filled = iter(flat)
     return [
         [next(filled) if turn.response_ids else torch.zeros(0) for turn in t.turns] for t in trajectories

@@ -11,17 +11,16 @@ its advantage; the loss aggregation treats a whole trajectory as veRL's "sequenc
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from mirage.core.batch import Batch, Group, Trajectory
 from mirage.core.config import RunConfig
 from mirage.core.returns import episode_return
-from mirage.plugins.verl_algorithms.common import (
-    Row, actor_loss, core_algos, critic_loss, pad, token_weights,
-)
+from mirage.plugins.verl_algorithms.common import Row, token_weights
 from mirage.plugins.verl_algorithms.dapo import dynamic_sampling, turn_rewards
+from mirage.plugins.verl_algorithms.loss import ClippedPolicyLoss
 from mirage.plugins.verl_algorithms.outcome import outcome_rows, verl_zero_variance_mass
 from mirage.plugins.verl_algorithms.ppo import gae_rows
 
@@ -74,8 +73,6 @@ class PolicyGradient:
     def update(self, run: "RunSession", batch: Batch) -> dict[str, Any]:
         """Epochs x mini-batches of kept trajectories, one optimizer step per mini-batch."""
         algo = self.settings
-        if algo.kl_coef > 0 and not run.backend.has_reference():
-            run.backend.freeze_reference()
         groups, metrics = self.training_groups(run, batch)
         trajectories = [t for g in groups for t in g.kept_trajectories()]
         index = [i for i, g in enumerate(groups) for _ in g.kept_trajectories()]
@@ -130,83 +127,17 @@ class PolicyGradient:
         rewards, _ = turn_rewards(trajectories, self.settings, self.config.rollout.max_new_tokens)
         return self.rows(run, trajectories, index, rewards)
 
-    def loss_terms(self, run: "RunSession", rows: list[list[Row]]) -> Iterator[dict[str, torch.Tensor]]:
-        """The loss of the trajectories ``rows`` (from :meth:`advantage_rows`), weighted
-        as one mini-batch of them, split into its terms, one dict per micro-batch:
-        ``task`` (the clipped policy loss), ``entropy`` (-entropy_coef x entropy) and,
-        when kl_coef > 0, ``kl`` (kl_coef x KL). Each is a scalar with gradient; their
-        sum over micro-batches is the loss the update backpropagates. Nothing is
-        backpropagated and no optimizer steps."""
-        algo = self.settings
+    def mini_batch_rows(self, rows: list[list[Row]]) -> list[Row]:
+        """The trajectories ``rows`` (from :meth:`advantage_rows`) as one mini-batch: their
+        rows, flattened, each with its trajectory's token weight (the loss aggregation)."""
         weights = token_weights([[len(r.turn.response_ids) for r in turns] for turns in rows],
-                                algo.loss_agg_mode)
-        flat = [replace(r, weight=w) for turns, w in zip(rows, weights) for r in turns]
-        for start in range(0, len(flat), algo.micro_batch_size):
-            losses = self._micro_losses(run, flat[start : start + algo.micro_batch_size])
-            terms = {"task": losses["pg_loss"], "entropy": -algo.entropy_coef * losses["entropy"]}
-            if "kl" in losses:
-                terms["kl"] = algo.kl_coef * losses["kl"]
-            yield terms
+                                self.settings.loss_agg_mode)
+        return [replace(r, weight=w) for turns, w in zip(rows, weights) for r in turns]
 
-    def _micro_losses(self, run: "RunSession", micro: list[Row]) -> dict[str, Any]:
-        """Forward ``micro`` and return its loss parts with gradient: ``pg_loss``,
-        ``entropy`` (aggregated, before its coefficient), ``kl`` (before its
-        coefficient; only when kl_coef > 0), and ``info`` (veRL's metrics), ``out``."""
-        algo = self.settings
-        agg_loss = core_algos().agg_loss
-        contexts = [r.turn.context_ids for r in micro]
-        responses = [r.turn.response_ids for r in micro]
-        out = run.backend.forward(contexts, responses)
-        width = out.mask.size(1)
-        if all(r.turn.old_logprobs is not None for r in micro):
-            old = pad([r.turn.old_logprobs for r in micro], width)
-        else:
-            old = out.logprobs.detach()
-        weight = torch.tensor([r.weight for r in micro])[:, None] * out.mask
-        advantages = pad([r.advantages for r in micro], width)
-        pg_loss, info = actor_loss(old, out.logprobs, advantages, weight, out.mask, algo)
-        losses = {"pg_loss": pg_loss, "info": info, "out": out,
-                  "entropy": agg_loss(out.entropy * weight, out.mask, "token-sum")}
-        if algo.kl_coef > 0:
-            ref = run.backend.reference_logprobs(contexts, responses)
-            kl = core_algos().kl_penalty(out.logprobs, ref, algo.kl_penalty)
-            losses["kl"] = agg_loss(kl * weight, out.mask, "token-sum")
-        return losses
+    def loss_recipe(self) -> ClippedPolicyLoss:
+        """What the backend's ``train_step`` and ``loss_gradients`` compute the loss with."""
+        return ClippedPolicyLoss(self.settings)
 
     def _mini_batch(self, run: "RunSession", rows: list[Row]) -> dict[str, float]:
-        """Accumulate the weighted loss of ``rows`` over micro-batches, then step."""
-        algo = self.settings
-        critic = bool(rows) and rows[0].returns is not None
-        tokens = sum(len(r.turn.response_ids) for r in rows)
-        totals = {"update/pg_loss": 0.0, "update/entropy": 0.0, "update/kl": 0.0, "update/clipfrac": 0.0}
-        if critic:
-            totals |= {"update/value_loss": 0.0, "update/value_clipfrac": 0.0}
-        for start in range(0, len(rows), algo.micro_batch_size):
-            micro = rows[start : start + algo.micro_batch_size]
-            contexts = [r.turn.context_ids for r in micro]
-            responses = [r.turn.response_ids for r in micro]
-            losses = self._micro_losses(run, micro)
-            pg_loss, entropy, info, out = losses["pg_loss"], losses["entropy"], losses["info"], losses["out"]
-            width = out.mask.size(1)
-            loss = pg_loss - algo.entropy_coef * entropy
-            if "kl" in losses:
-                loss = loss + algo.kl_coef * losses["kl"]
-                totals["update/kl"] += losses["kl"].item()
-            loss.backward()
-            share = len(micro) / len(rows)
-            totals["update/pg_loss"] += pg_loss.item()
-            totals["update/entropy"] += entropy.item()
-            totals["update/clipfrac"] += info["actor/pg_clipfrac"] * share
-            if critic:
-                values = run.backend.values(contexts, responses)
-                value_loss, clipfrac = critic_loss(
-                    values, pad([r.old_values for r in micro], width),
-                    pad([r.returns for r in micro], width), out.mask, algo.value_clip, tokens,
-                )
-                value_loss.backward()
-                totals["update/value_loss"] += value_loss.item()
-                totals["update/value_clipfrac"] += clipfrac * share
-        totals["update/grad_norm"] = run.backend.optimizer_step(algo.max_grad_norm)
-        if critic:
-            totals["update/critic_grad_norm"] = run.backend.critic_step(algo.max_grad_norm)
-        return totals
+        """One optimizer step over ``rows``, run by the backend."""
+        return run.backend.train_step(rows, self.loss_recipe())
