@@ -190,3 +190,16 @@ class Backend(ABC):
     @abstractmethod
     def load(self, directory: Path) -> None:
         """Restore what :meth:`save` wrote."""
+
+    # ------------------------------------------------------------------ separate sampler (optional)
+    def sync_weights(self) -> None:
+        """Make the sampler that :meth:`generate` uses hold the trainer's current weights.
+        The loop calls it before every stage that generates (training rollout, validation);
+        a backend whose sampler is separate from its trainer (vllm) pushes the weights only
+        if they changed since its last sync (after an update, a load or a resume). The
+        default does nothing: generation and training share one model."""
+
+    def step_metrics(self) -> dict[str, float]:
+        """The backend's own metrics since the last call, stored with the step's metrics;
+        the loop drains it once per step, after validation. Default: none."""
+        return {}

@@ -138,6 +138,8 @@ def run(
     steps: Optional[int] = typer.Option(None, help=f"rollout-update iterations [default: {_D.steps}]"),
     seed: Optional[int] = typer.Option(None, help=f"run seed [default: {_D.seed}]"),
     model: Optional[str] = typer.Option(None, help="HF checkpoint dir or hub id [default: tiny warm-started model]"),
+    backend: Optional[str] = typer.Option(
+        None, help=f"backend that runs the policy: local, vllm (docs/vllm.md) or a plugin's [default: {_D.model.backend}]"),
     db: Optional[Path] = typer.Option(None, help=DB_HELP),
     resume: Optional[str] = typer.Option(
         None, help="continue RUN_ID (not finished) from its last checkpoint; with --steps N "
@@ -187,7 +189,7 @@ def run(
             ("--filter-score", filter_score), ("--keep", keep), ("--include-zero", include_zero),
             ("--loss-scaling", loss_scaling), ("--step-size-matching", step_size_matching),
             ("--max-empty-steps", max_empty_steps), ("--algo", algo), ("--seed", seed),
-            ("--model", model), ("--prompts", prompts), ("--group-size", group_size),
+            ("--model", model), ("--backend", backend), ("--prompts", prompts), ("--group-size", group_size),
             ("--lr", lr), ("--entropy-coef", entropy_coef), ("--kl-coef", kl_coef),
             ("--val-every", val_every), ("--val-episodes", val_episodes),
             ("--config", config_file), ("--experiment", experiment), ("--registry", registry),
@@ -211,8 +213,9 @@ def run(
         ("filter.score", filter_score), ("filter.keep", keep), ("filter.include_zero", include_zero),
         ("filter.loss_scaling", loss_scaling), ("filter.step_size_matching", step_size_matching),
         ("filter.max_empty_steps", max_empty_steps), ("algorithm.name", algo),
-        ("steps", steps), ("seed", seed), ("model.path", model), ("rollout.prompts", prompts),
-        ("rollout.group_size", group_size), ("algorithm.lr", lr), ("algorithm.entropy_coef", entropy_coef),
+        ("steps", steps), ("seed", seed), ("model.path", model), ("model.backend", backend),
+        ("rollout.prompts", prompts), ("rollout.group_size", group_size), ("algorithm.lr", lr),
+        ("algorithm.entropy_coef", entropy_coef),
         ("algorithm.kl_coef", kl_coef), ("validation.every", val_every),
         ("validation.episodes", val_episodes), ("loggers.names", logger or None),
     ], env_opt, settings)

@@ -287,6 +287,11 @@ class ModelConfig(_Section):
         "auto", description="where the local backend runs: auto is cuda when a GPU is visible, "
         "else cpu; cuda refuses to start without one. The warm start trains on the CPU",
     )
+    vllm_gpu_memory: float = Field(
+        0.5, gt=0, le=1, description="--backend vllm on a GPU: the share of GPU memory the vLLM "
+        "engine reserves (weights and key/value cache); the torch trainer uses the rest "
+        "(docs/vllm.md)",
+    )
     decoder: Literal["lean", "generate"] = Field(
         "lean", description="how the local backend samples: its lean decode loop (the same samples "
         "as transformers' generate for a fixed seed, several times faster on CPU; Qwen2-architecture "

@@ -212,7 +212,16 @@ def rollout(run: RunSession, batch: Batch, stage: str) -> None:
         return [env, *hook_suspects(run, "mirage_rollout"), backend_suspect(run)]
 
     with blamed(stage, run.step, suspects):
+        run.backend.sync_weights()  # a separate sampler gets the weights the last update made
         run.hook.mirage_rollout(run=run, batch=batch)
+
+
+def backend_metrics(run: RunSession, step: int) -> dict[str, float]:
+    """What the backend measured during the step (``Backend.step_metrics``), drained once
+    the step's last generation (validation) is done."""
+    measured = run.backend.step_metrics()
+    check_metrics(measured, component_source(run, "backends", run.config.model.backend), step)
+    return dict(measured or {})
 
 
 def kept_metrics(batch: Batch) -> dict[str, float]:
@@ -366,6 +375,7 @@ def _train(session: RunSession, store: RunStore, run_id: str, start: int, root: 
             metrics, batch = run_step(session, step)
             if step == 0 or step % config.validation.every == 0 or step == config.steps:
                 metrics |= validate_policy(session)
+            metrics |= backend_metrics(session, step)
             store.record_step(run_id, step, metrics, group_rows(batch),
                               rollout_rows(batch, config.rollout.stored_trajectories))
             hooks.step_end(step, stored_values(metrics))  # loggers see what the store has

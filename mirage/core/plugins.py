@@ -30,6 +30,7 @@ DEFAULT_PLUGINS = (
     "mirage.plugins.rollout",
     "mirage.envs.plugin",
     "mirage.plugins.backend_local.plugin",
+    "mirage.plugins.backend_vllm.plugin",
     "mirage.plugins.verl_algorithms.register",
     "mirage.plugins.filters",
     "mirage.plugins.diagnostics",

@@ -328,7 +328,7 @@ def test_core_plugins_lists_builtins_with_versions_and_components(cli):
             listed.setdefault(kind, set()).update(n.strip() for n in names.split(","))
     assert listed == {
         "envs": {"sokoban", "frozenlake", "countdown", "metamathqa", "searchqa", "webshop", "deepcoder"},
-        "backends": {"local"},
+        "backends": {"local", "vllm"},
         "algorithms": {"ppo", "grpo", "dapo", "drgrpo"},
         "filters": {"none", "top_p", "top_k", "trajectory", "entropy", "length", "quartile"},
         "diagnostics": {"mi", "reward", "grad", "collapse"},

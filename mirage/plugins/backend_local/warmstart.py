@@ -49,8 +49,8 @@ def cache_key(config: RunConfig, env_cls) -> str:
         "env": [env_cls.name, env_cls.version],
         "env_config": env_config,
         "model": config.model.model_dump(
-            mode="json", exclude={"backend", "path", "dtype", "device", "decoder", "warmstart_env_options",
-                               "warmstart_seed"}
+            mode="json", exclude={"backend", "path", "dtype", "device", "decoder", "vllm_gpu_memory",
+                                  "warmstart_env_options", "warmstart_seed"}
         ),
         "seed": warmstart_seed(config),
     }

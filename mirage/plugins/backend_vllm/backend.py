@@ -1,0 +1,120 @@
+"""VLLMBackend: the local torch policy, with rollouts sampled by a vLLM engine."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mirage.core.backend import PolicyOutput
+from mirage.core.config import RunConfig
+from mirage.plugins.backend_local.backend import LocalBackend
+from mirage.plugins.backend_vllm import support
+from mirage.plugins.backend_vllm.agreement import SamplerAgreement
+from mirage.plugins.backend_vllm.sampling import cut_response, sampled_logprobs, sampling_arguments
+
+SEED_BOUND = 2**31 - 1  # per-request seeds are drawn below this
+
+
+class VLLMBackend(LocalBackend):
+    """Scoring, cross-scoring, the update and checkpoints on the local torch policy;
+    :meth:`generate` on a vLLM engine holding a copy of its weights, refreshed by
+    :meth:`sync_weights` whenever an optimizer step or a load changed them."""
+
+    def __init__(self, config: RunConfig):
+        super().__init__(config)
+        self.engine = None
+        self.engine_dir: Path | None = None
+        self.weights_version = 0  # bumped by every change to the trainer's weights
+        self.synced_version = 0  # the version the engine holds
+        self.agreement = SamplerAgreement()
+
+    @classmethod
+    def config_problem(cls, config: RunConfig) -> str | None:
+        return (super().config_problem(config) or support.vllm_missing()
+                or support.unsupported_model(config, on_gpu=torch.cuda.is_available()))
+
+    def prepare(self, env_cls, cache_dir: Path, *, progress: bool = True) -> dict[str, Any]:
+        facts = super().prepare(env_cls, cache_dir, progress=progress)
+        # The engine reads the policy the way it reads any checkpoint: from a directory.
+        (cache_dir / "vllm").mkdir(parents=True, exist_ok=True)
+        self.engine_dir = Path(tempfile.mkdtemp(prefix="engine-", dir=cache_dir / "vllm"))
+        weakref.finalize(self, shutil.rmtree, self.engine_dir, True)
+        self.model.save_pretrained(self.engine_dir)
+        self.tokenizer.save_pretrained(self.engine_dir)
+        # The engine core in this process: the weight sync hands it the tensors themselves
+        # instead of serializing every weight to another process.
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        import vllm
+
+        self.engine = vllm.LLM(
+            model=str(self.engine_dir), dtype=self.config.model.dtype, seed=self.config.seed,
+            # sample only as the run says: no defaults from the checkpoint's generation config
+            generation_config="vllm",
+            gpu_memory_utilization=self.config.model.vllm_gpu_memory,
+        )
+        self.synced_version = self.weights_version
+        return facts | {"decoder": "vllm", "vllm_version": getattr(vllm, "__version__", "unknown")}
+
+    # ------------------------------------------------------------------ weight changes
+    def optimizer_step(self, max_grad_norm: float) -> float:
+        self.weights_version += 1
+        return super().optimizer_step(max_grad_norm)
+
+    def train_step(self, *args, **kwargs):
+        """The training seam, where the backend has one (issue #17): weights change."""
+        self.weights_version += 1
+        return super().train_step(*args, **kwargs)
+
+    def load(self, directory: Path) -> None:
+        super().load(directory)
+        self.weights_version += 1
+
+    def sync_weights(self) -> None:
+        if self.engine is None or self.synced_version == self.weights_version:
+            return
+        weights = [(name, tensor.detach()) for name, tensor in self.model.state_dict().items()]
+        # The worker's reload_weights (vLLM's own route for new weights in a running engine):
+        # the model's load_weights between vLLM's layerwise-reload set-up and finish, which
+        # restore the loaders a bare load_weights finds gone after the first load.
+        self.engine.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+        self.synced_version = self.weights_version
+
+    # ------------------------------------------------------------------ generation
+    def generate(self, contexts, *, temperature, greedy, max_new_tokens, top_p=1.0, min_p=0.0):
+        if not contexts or max_new_tokens < 1:
+            return [[] for _ in contexts]
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        eos, pad = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
+        # Drawn from the torch generator the loop seeds per step and per validation, so a
+        # run (and a resumed one) asks the engine for the same samples every time.
+        seeds = torch.randint(0, SEED_BOUND, (len(contexts),)).tolist()
+        params = [SamplingParams(**sampling_arguments(
+            temperature=temperature, greedy=greedy, max_new_tokens=max_new_tokens, top_p=top_p,
+            min_p=min_p, seed=seed, eos=eos)) for seed in seeds]
+        prompts = [TokensPrompt(prompt_token_ids=list(context)) for context in contexts]
+        outputs = self.engine.generate(prompts, params, use_tqdm=False)
+        responses = []
+        for context, output in zip(contexts, outputs):
+            sample = output.outputs[0]
+            ids, logprobs = cut_response(list(sample.token_ids), sampled_logprobs(sample), eos=eos, pad=pad)
+            if logprobs is not None:
+                self.agreement.expect(context, ids, logprobs)
+            responses.append(ids)
+        return responses
+
+    # ------------------------------------------------------------------ scoring
+    def score(self, contexts, responses) -> PolicyOutput:
+        out = super().score(contexts, responses)
+        self.agreement.compare(contexts, responses, out.logprobs)
+        return out
+
+    def step_metrics(self) -> dict[str, float]:
+        return self.agreement.drain()

