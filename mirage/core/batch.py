@@ -35,11 +35,6 @@ class Turn:
     """Log-probability of each response token under the sampling policy; filled by the
     score stage, None before it."""
 
-    @property
-    def response_mask(self) -> list[int]:
-        """1 for every policy token of the response (environment text is never trained)."""
-        return [1] * len(self.response_ids)
-
 
 @dataclass
 class Trajectory:
