@@ -7,6 +7,9 @@
   warm start is built once and reused), ``MIRAGE_DB`` inside its own tmp_path, no
   ``MIRAGE_PLUGINS`` and ``MIRAGE_DISABLE_PLUGIN_AUTOLOAD=1`` (so only built-ins load);
   a test opts out of the kill switch with ``@pytest.mark.plugin_autoload``.
+* ``old_store(version)`` copies the fixture store of a shipped schema version to tmp_path.
+* ``contents(store)`` is everything a store's public reads return (to compare before
+  and after an operation that must change nothing).
 * ``cli(*args)`` runs the ``core`` command line in a subprocess and returns
   ``(returncode, stdout, stderr)``; ``cli_argv(*args)`` is its argument list, for tests
   that start the process themselves.
@@ -15,8 +18,10 @@
 from __future__ import annotations
 
 import copy
+import gzip
 import re
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -170,3 +175,34 @@ def component_plugins(name: str, *, filters: dict | None = None, diagnostics: di
 def make_plugins() -> Callable[..., object]:
     """The ``component_plugins`` helper as a fixture."""
     return component_plugins
+
+
+def store_contents(store) -> dict[str, dict]:
+    """Everything a store's public reads return, per run: to check that an operation
+    changed nothing (compare before and after)."""
+    return {run["run_id"]: {"run": run, "metrics": store.metrics(run["run_id"]),
+                            "groups": store.groups(run["run_id"]),
+                            "events": store.events(run["run_id"]),
+                            "rollouts": store.rollouts(run["run_id"])}
+            for run in store.list_runs()}
+
+
+@pytest.fixture(scope="session")
+def contents() -> Callable[..., dict[str, dict]]:
+    """The ``store_contents`` helper as a fixture."""
+    return store_contents
+
+
+STORES = REPO / "tests" / "core" / "data" / "stores"  # one store file per shipped schema
+
+
+@pytest.fixture
+def old_store(tmp_path: Path) -> Callable[[int], Path]:
+    """``old_store(version)``: a fresh copy, in tmp_path, of the fixture store written by
+    the code that shipped schema ``version`` (tests/core/data/stores/README.md)."""
+    def unpack(version: int) -> Path:
+        target = tmp_path / f"schema_{version}.duckdb"
+        with gzip.open(STORES / f"schema_{version}.duckdb.gz") as packed, target.open("wb") as out:
+            shutil.copyfileobj(packed, out)
+        return target
+    return unpack

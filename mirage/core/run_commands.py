@@ -18,7 +18,8 @@ from mirage.core.heartbeat import CRASHED, effective_status, liveness
 from mirage.core.overrides import MISSING, parse_value, split_pair
 from mirage.core.run_export import FORMATS, export_runs
 from mirage.core.run_index import differences, find_run, matches, render_table, table_row
-from mirage.core.store import STATUSES, WRITE_LOCK_TIMEOUT, RunStore
+from mirage.core.store import STATUSES, RunStore
+from mirage.core.store_file import WRITE_LOCK_TIMEOUT
 from mirage.core.validate import ConfigError
 
 _DB = typer.Option(None, help=DB_HELP)

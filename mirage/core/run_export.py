@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from mirage.core.store import READ_LOCK_TIMEOUT, connect_with_retry
+from mirage.core.store_file import READ_LOCK_TIMEOUT, connect_with_retry
 
 # DuckDB's COPY format per choice; JSON lines are its "json" format (one object a line).
 FORMATS = {"parquet": "parquet", "csv": "csv", "jsonl": "json"}

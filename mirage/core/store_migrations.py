@@ -15,6 +15,37 @@ from datetime import datetime, timezone
 import duckdb
 
 
+# The version-2 tables, created (IF NOT EXISTS) on every opening that writes; newer
+# tables and columns come from MIGRATIONS.
+BASE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, status TEXT NOT NULL, config TEXT NOT NULL,
+    plugins TEXT NOT NULL, git_commit TEXT, experiment TEXT, cell TEXT, seed BIGINT,
+    last_step INTEGER, error TEXT, created_at TIMESTAMP NOT NULL,
+    updated_at TIMESTAMP NOT NULL, finished_at TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS metrics (
+    run_id TEXT NOT NULL, step INTEGER NOT NULL, name TEXT NOT NULL, value DOUBLE NOT NULL
+);
+CREATE TABLE IF NOT EXISTS groups (
+    run_id TEXT NOT NULL, step INTEGER NOT NULL, prompt_index INTEGER NOT NULL,
+    seed BIGINT NOT NULL, reward_mean DOUBLE, reward_variance DOUBLE, reward_std DOUBLE,
+    kept BOOLEAN NOT NULL
+);
+CREATE SEQUENCE IF NOT EXISTS events_seq;
+CREATE TABLE IF NOT EXISTS events (
+    event_id BIGINT DEFAULT nextval('events_seq'), run_id TEXT NOT NULL,
+    step INTEGER NOT NULL, kind TEXT NOT NULL, message TEXT NOT NULL, "at" TIMESTAMP NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rollouts (
+    run_id TEXT NOT NULL, step INTEGER NOT NULL, prompt_index INTEGER NOT NULL,
+    sample_index INTEGER NOT NULL, turn INTEGER NOT NULL, prompt TEXT NOT NULL,
+    reasoning TEXT NOT NULL, action TEXT NOT NULL, reward DOUBLE NOT NULL
+);
+"""
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -35,6 +66,22 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE runs ADD COLUMN IF NOT EXISTS process_started DOUBLE",
         "ALTER TABLE runs ADD COLUMN IF NOT EXISTS heartbeat_at TIMESTAMP",
         "ALTER TABLE runs ADD COLUMN IF NOT EXISTS environment TEXT",
+    )),
+    # Written and read by mirage/flows (sweep_store.py, progress.py); the DDL stays here so
+    # that one version number says the shape of the whole file, whichever code opens it.
+    # Before schema 4 the first sweep created these tables itself; files from then may
+    # hold sweep_cells without "loaded" and no sweeps table.
+    Migration(4, "sweeps: the sweeps and sweep_cells tables (owned by mirage/flows)", (
+        """CREATE TABLE IF NOT EXISTS sweep_cells (
+            sweep_id TEXT NOT NULL, experiment TEXT NOT NULL, cell TEXT NOT NULL, seed BIGINT,
+            config_hash TEXT NOT NULL, run_id TEXT, status TEXT NOT NULL, reused BOOLEAN NOT NULL,
+            loaded BOOLEAN, error TEXT, success DOUBLE, retrieval_acc DOUBLE, entropy DOUBLE,
+            kept_ratio DOUBLE, recorded_at TIMESTAMP NOT NULL)""",
+        "ALTER TABLE sweep_cells ADD COLUMN IF NOT EXISTS loaded BOOLEAN",
+        """CREATE TABLE IF NOT EXISTS sweeps (
+            sweep_id TEXT NOT NULL, experiment TEXT NOT NULL, cells INTEGER NOT NULL,
+            host TEXT NOT NULL, pid INTEGER NOT NULL, state TEXT NOT NULL, message TEXT,
+            started_at TIMESTAMP NOT NULL, finished_at TIMESTAMP)""",
     )),
 )
 LATEST = MIGRATIONS[-1].version

@@ -27,21 +27,23 @@ from mirage.flows.cells import CellSpec, cell_root, plan_cells
 from mirage.flows.load import completed_runs, load_cell, pending_cell, ran_before, reused_cell
 from mirage.flows.runners import Runner, check_width, make_task_runner
 from mirage.flows.summary import first_failure, progress_line, render, verdict
+from mirage.flows.sweep_store import SweepStore
 from mirage.flows.task import run_cell
 
 
-def _record(store: RunStore, sweep_id: str, rows: dict[str, dict[str, Any]], row: dict[str, Any]) -> None:
+def _record(sweeps: SweepStore, sweep_id: str, rows: dict[str, dict[str, Any]],
+            row: dict[str, Any]) -> None:
     """A cell ended: store its summary row and print the progress line."""
     rows[row["config_hash"]] = row
-    store.update_sweep_cell(sweep_id, {"sweep_id": sweep_id, **row})
+    sweeps.update_sweep_cell(sweep_id, {"sweep_id": sweep_id, **row})
     print(progress_line(row, list(rows.values())))
 
 
-def run_cells(task_runner: Any, specs: list[CellSpec], root: Path, store: RunStore, sweep_id: str,
-              rows: dict[str, dict[str, Any]]) -> None:
+def run_cells(task_runner: Any, specs: list[CellSpec], root: Path, store: RunStore,
+              sweeps: SweepStore, sweep_id: str, rows: dict[str, dict[str, Any]]) -> None:
     """Submit every cell to ``task_runner`` (chosen per sweep, so entered here rather
-    than fixed on the flow); load each into ``store`` as it ends and print a progress
-    line. The lines are this flow run's logs, which `--watch` prints. ``rows``: every
+    than fixed on the flow); load each into ``store`` as it ends, record it in ``sweeps``
+    and print a progress line. The lines are this flow run's logs, which `--watch` prints. ``rows``: every
     cell's summary row by config hash (pending ones included), for the counts."""
     with task_runner:
         futures = [
@@ -52,7 +54,7 @@ def run_cells(task_runner: Any, specs: list[CellSpec], root: Path, store: RunSto
         names = {future.task_run_id: spec for future, spec in zip(futures, specs)}
         for future in as_completed(futures):
             future.result(raise_on_failure=False)  # a failed cell recorded its outcome
-            _record(store, sweep_id, rows, load_cell(store, names[future.task_run_id], root))
+            _record(sweeps, sweep_id, rows, load_cell(store, names[future.task_run_id], root))
 
 
 @flow(name="sweep", log_prints=True)
@@ -82,7 +84,7 @@ def sweep(
     except ConfigError as error:  # one line in the final state, no traceback
         return Failed(message=f"{experiment}: {error}")
     target = Path(db) if db else default_db_path()
-    store = RunStore(target)
+    store, sweeps = RunStore(target), SweepStore(target)
     root = cell_root(target)
     cache = {} if force else completed_runs(store)
     todo = [s for s in specs if s.config_hash not in cache]
@@ -93,25 +95,26 @@ def sweep(
     sweep_id = flow_run.get_id() or new_run_id()
     rows = {s.config_hash: reused_cell(store, s, cache[s.config_hash]) if s.config_hash in cache
             else pending_cell(s) for s in specs}
-    store.start_sweep(sweep_id, experiment, [{"sweep_id": sweep_id, **row} for row in rows.values()],
+    sweeps.start_sweep(sweep_id, experiment, [{"sweep_id": sweep_id, **row} for row in rows.values()],
                       host=socket.gethostname(), pid=os.getpid())
     to_run = {s.config_hash for s in pending}
     for spec in (s for s in todo if s.config_hash not in to_run):
-        _record(store, sweep_id, rows, load_cell(store, spec, root, loaded=True))
+        _record(sweeps, sweep_id, rows, load_cell(store, spec, root, loaded=True))
     if pending:
         try:
-            run_cells(make_task_runner(runner, width, ray_address), pending, root, store, sweep_id, rows)
+            run_cells(make_task_runner(runner, width, ray_address), pending, root, store, sweeps,
+                      sweep_id, rows)
         except Exception as error:  # the runner broke off (e.g. Ray lost): load what is there
             print(f"the task runner stopped: {type(error).__name__}: {error}")
     # The store is the record of what was loaded: cells the runner never got to report
     # are still pending there and are loaded now.
-    rows = {row["config_hash"]: row for row in store.sweep_cells(sweep_id)}
+    rows = {row["config_hash"]: row for row in sweeps.sweep_cells(sweep_id)}
     for spec in (s for s in pending if rows[s.config_hash]["status"] == "pending"):
-        _record(store, sweep_id, rows, load_cell(store, spec, root))
+        _record(sweeps, sweep_id, rows, load_cell(store, spec, root))
     summary = [rows[s.config_hash] for s in specs]
     print(f"sweep {sweep_id} ({experiment}), summary stored in {target} (table sweep_cells):\n"
           + render(summary))
     failure = first_failure(summary)
     message = f"{experiment}: {verdict(summary)}" + (f"; first failure: {failure}" if failure else "")
-    store.finish_sweep(sweep_id, "failed" if failure else "completed", message)
+    sweeps.finish_sweep(sweep_id, "failed" if failure else "completed", message)
     return Failed(message=message) if failure else Completed(message=message)

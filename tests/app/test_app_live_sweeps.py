@@ -13,6 +13,7 @@ from app_testing import infos, open_app
 from mirage.core.config import RunConfig
 from mirage.core.store import RunStore
 from mirage.flows.cells import CELL_DB, OUTCOME, cell_root
+from mirage.flows.sweep_store import SweepStore
 
 CONFIG = RunConfig(steps=10).model_dump(mode="json")
 # config hash -> (cell, status in the main store)
@@ -30,15 +31,15 @@ def running_sweep(db, *, loaded_one: bool) -> None:
     """A sweep recorded by this (live) process: one cell ended and loaded (when
     ``loaded_one``), one running at step 3 of 10 in its own file, one ended failed and
     not loaded yet, one not started."""
-    store = RunStore(db)
+    store, sweeps = RunStore(db), SweepStore(db)
     rows = [sweep_rows(h, "pending") for h in CELLS]
-    store.start_sweep("s1", "rho", rows, host=socket.gethostname(), pid=os.getpid())
+    sweeps.start_sweep("s1", "rho", rows, host=socket.gethostname(), pid=os.getpid())
     if loaded_one:
         store.create_run("run-done", CONFIG, [], None, experiment="rho", cell="filter.rho=0.9", seed=0)
         store.record_step("run-done", 10, {"val/success": 0.75})
         store.set_status("run-done", "finished")
-        store.update_sweep_cell("s1", sweep_rows("h-done", "finished") | {"run_id": "run-done",
-                                                                          "success": 0.75})
+        sweeps.update_sweep_cell("s1", sweep_rows("h-done", "finished") | {"run_id": "run-done",
+                                                                           "success": 0.75})
     cell = RunStore(cell_root(db) / "h-run" / CELL_DB)
     cell.create_run("run-live", CONFIG, [], None, experiment="rho", cell="filter.rho=0.6", seed=0)
     for step in range(4):

@@ -18,7 +18,8 @@ import pytest
 from mirage.app import queries
 from mirage.app.config_paths import axes, diff, flatten, moving_with, unchosen, varying_paths
 from mirage.app.reader import StoreReader
-from mirage.core.store import RunStore, StoreBusyError
+from mirage.core.store import RunStore
+from mirage.core.store_file import StoreBusyError
 
 REPO = Path(__file__).resolve().parents[2]
 

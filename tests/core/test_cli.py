@@ -58,16 +58,16 @@ def assert_one_line_error(code: int, stderr: str, fragments: list[str]) -> str:
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
 def test_bad_input_fails_with_one_line_and_leaves_the_store_alone(
-    case, populated_store, tiny_config_file
+    case, populated_store, tiny_config_file, contents
 ):
     args, fragments = BAD_INPUTS[case]
     store = RunStore(populated_store)
-    before = store.snapshot(), store.get_run("existing"), files_under(populated_store.parent)
+    before = contents(store), files_under(populated_store.parent)
     result = invoke(["run", "--config", str(tiny_config_file), "--db", str(populated_store),
                      "--quiet", *args])
     assert result.stdout == ""
     assert_one_line_error(result.exit_code, result.stderr, fragments)
-    after = store.snapshot(), store.get_run("existing"), files_under(populated_store.parent)
+    after = contents(store), files_under(populated_store.parent)
     assert after == before
 
 
@@ -96,13 +96,13 @@ def test_missing_config_file(tmp_path):
     assert not db.exists()
 
 
-def test_bad_value_in_the_config_file(make_config_file, populated_store):
+def test_bad_value_in_the_config_file(make_config_file, populated_store, contents):
     config = make_config_file("bad.yaml", rollout={"prompts": 2, "group_size": 4,
                                                    "temperature": -1.0})
-    before = RunStore(populated_store).snapshot()
+    before = contents(RunStore(populated_store))
     result = invoke(["run", "--config", str(config), "--db", str(populated_store)])
     assert_one_line_error(result.exit_code, result.stderr, ["temperature", "-1.0"])
-    assert RunStore(populated_store).snapshot() == before
+    assert contents(RunStore(populated_store)) == before
 
 
 def test_unknown_key_in_the_config_file(make_config_file, populated_store):

@@ -65,7 +65,7 @@ def stored_run(tmp_path: Path, kl: dict[int, float]) -> Path:
     store = RunStore(db)
     store.create_run("r1", RunConfig().model_dump(mode="json"), [], None, seed=0, name="gpu-smoke-1")
     for step, metrics in steps(kl).items():
-        store.record_metrics("r1", step, metrics)
+        store.record_step("r1", step, metrics)
     return db
 
 

@@ -78,16 +78,16 @@ def test_steps_a_missing_checkpoint_covered_are_never_deleted(cli, tmp_path, tin
     assert [s for s, _, _ in RunStore(db).metrics(run_id)] == list(range(10))
 
 
-def test_reopening_a_run_is_one_transaction(tmp_path, tiny_config):
+def test_reopening_a_run_is_one_transaction(tmp_path, tiny_config, contents):
     """resume_run deletes the later steps, reopens the run and records the event in one
     transaction: if any part fails, nothing of it is kept."""
     db = tmp_path / "runs.duckdb"
     run_id = stored_run(db, "finished", 4, tiny_config)
     store = RunStore(db)
-    before = store.snapshot(), store.get_run(run_id)
+    before = contents(store)
     with pytest.raises(Exception, match="NOT NULL"):
         store.resume_run(run_id, 2, None)  # the event's message is NOT NULL: the last write fails
-    assert (store.snapshot(), store.get_run(run_id)) == before
+    assert contents(store) == before
     store.resume_run(run_id, 2, "resumed from checkpoint at step 2")
     row = store.get_run(run_id)
     assert (row["status"], row["last_step"], row["finished_at"]) == ("running", 2, None)

@@ -16,23 +16,25 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from mirage.core.store import (
-    SCHEMA_VERSION,
-    GroupRow,
-    RolloutRow,
-    RunStore,
-    StoreBusyError,
-    default_db_path,
-    new_run_id,
-)
+from mirage.core.store import GroupRow, RunStore, default_db_path, new_run_id
+from mirage.core.store_file import SCHEMA_VERSION, StoreBusyError
+from mirage.core.store_rollouts import RolloutRow
 
 REPO = Path(__file__).resolve().parents[2]
+STORE_VERSIONS = range(1, SCHEMA_VERSION + 1)  # tests/core/data/stores: one file each
 PLUGINS = [{"name": "countdown", "version": "1.0"}]
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> RunStore:
-    return RunStore(tmp_path / "nested" / "dir" / "runs.duckdb")
+@pytest.fixture(params=["new", *STORE_VERSIONS], ids=lambda v: f"schema-{v}")
+def store(request: pytest.FixtureRequest, tmp_path: Path, old_store) -> RunStore:
+    """An empty store: a new file, or a fixture file written by an older release (migrated
+    on opening), emptied through the public API."""
+    if request.param == "new":
+        return RunStore(tmp_path / "nested" / "dir" / "runs.duckdb")
+    store = RunStore(old_store(request.param))
+    for run in store.list_runs():
+        store.delete_run(run["run_id"])
+    return store
 
 
 def _groups(n: int, offset: float = 0.0) -> list[GroupRow]:
@@ -72,7 +74,7 @@ def test_schema_created_and_idempotent(tmp_path: Path) -> None:
     store.create_run("r1", {"lr": 1e-6}, PLUGINS, "abc123")
     again = RunStore(str(path))  # str path too; existing data untouched
     assert again.get_run("r1") is not None
-    assert again.snapshot() == {"runs": 1, "metrics": 0, "groups": 0, "events": 0, "rollouts": 0}
+    assert [r["run_id"] for r in again.list_runs()] == ["r1"] and again.metrics("r1") == []
     with duckdb.connect(str(path), read_only=True) as con:
         assert con.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
 
@@ -109,11 +111,12 @@ def test_run_round_trips(store: RunStore) -> None:
         store.create_run("r1", {}, [], None)
 
 
-def test_unknown_run_raises_key_error_and_writes_nothing(store: RunStore) -> None:
-    before = store.snapshot()
+def test_unknown_run_raises_key_error_and_writes_nothing(store: RunStore, contents) -> None:
+    store.create_run("known", {}, [], None)
+    store.record_step("known", 1, {"loss": 1.0}, _groups(2))
+    before = contents(store)
     calls = [
         lambda: store.record_step("ghost", 1, {"loss": 1.0}, _groups(2)),
-        lambda: store.record_metrics("ghost", 1, {"val": 1.0}),
         lambda: store.record_event("ghost", 1, "note", "hi"),
         lambda: store.set_status("ghost", "failed", "boom"),
         lambda: store.truncate_after("ghost", 0),
@@ -121,7 +124,7 @@ def test_unknown_run_raises_key_error_and_writes_nothing(store: RunStore) -> Non
     for call in calls:
         with pytest.raises(KeyError, match="ghost"):
             call()
-    assert store.snapshot() == before
+    assert contents(store) == before
 
 
 def test_record_step_and_replace_on_rerecord(store: RunStore) -> None:
@@ -145,25 +148,16 @@ def test_record_step_and_replace_on_rerecord(store: RunStore) -> None:
     assert step1[1]["kept"] is False
     assert len(store.groups("r")) == 5
     assert store.get_run("r")["last_step"] == 2  # type: ignore[index]  # never moves back
-    assert store.snapshot() == {"runs": 1, "metrics": 3, "groups": 5, "events": 0, "rollouts": 0}
-
-
-def test_record_metrics_adds_to_step_and_replaces_same_name(store: RunStore) -> None:
-    store.create_run("r", {}, [], None)
-    store.record_step("r", 5, {"loss": 1.0})
-    store.record_metrics("r", 5, {"val/acc": 0.4})
-    store.record_metrics("r", 5, {"val/acc": 0.6, "val/len": 12})
-    assert store.metrics("r") == [(5, "loss", 1.0), (5, "val/acc", 0.6), (5, "val/len", 12.0)]
-    with pytest.raises(TypeError, match="val/bad"):
-        store.record_metrics("r", 5, {"val/bad": "x"})  # type: ignore[dict-item]
-    assert len(store.metrics("r")) == 3
+    assert (len(store.metrics("r")), store.events("r"), store.rollouts("r")) == (3, [], [])
 
 
 def test_nan_and_none_are_skipped(store: RunStore) -> None:
     store.create_run("r", {}, [], None)
     store.record_step("r", 1, {"a": math.nan, "b": None, "c": 3.0, "d": math.inf})
-    store.record_metrics("r", 1, {"e": float("nan")})
     assert store.metrics("r") == [(1, "c", 3.0), (1, "d", math.inf)]
+    with pytest.raises(TypeError, match="val/bad"):  # and nothing of that step is written
+        store.record_step("r", 2, {"val/ok": 1.0, "val/bad": "x"})  # type: ignore[dict-item]
+    assert store.metrics("r", "val/ok") == []
 
 
 def test_truncate_after(store: RunStore) -> None:
@@ -214,9 +208,8 @@ def test_set_status(store: RunStore) -> None:
         store.set_status("r", "done")
 
 
-def test_list_runs_and_snapshot(store: RunStore) -> None:
+def test_list_runs_oldest_first(store: RunStore) -> None:
     assert store.list_runs() == []
-    assert store.snapshot() == {"runs": 0, "metrics": 0, "groups": 0, "events": 0, "rollouts": 0}
     ids = [new_run_id() for _ in range(3)]
     for i, run_id in enumerate(ids):
         store.create_run(run_id, {"i": i}, PLUGINS, None, seed=i)
@@ -225,7 +218,8 @@ def test_list_runs_and_snapshot(store: RunStore) -> None:
     assert [r["config"] for r in runs] == [{"i": 0}, {"i": 1}, {"i": 2}]
     store.record_step(ids[0], 1, {"x": 1.0, "y": 2.0}, _groups(4))
     store.record_event(ids[1], 0, "start", "")
-    assert store.snapshot() == {"runs": 3, "metrics": 2, "groups": 4, "events": 1, "rollouts": 0}
+    assert [(len(store.metrics(i)), len(store.groups(i)), len(store.events(i))) for i in ids] == [
+        (2, 4, 0), (0, 0, 1), (0, 0, 0)]
 
 
 def test_new_run_id_and_default_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -268,7 +262,7 @@ def test_reader_in_other_process_between_writes(tmp_path: Path) -> None:
         s = RunStore(sys.argv[1])
         run = s.get_run("r")
         print(json.dumps({"status": run["status"], "config": run["config"],
-                          "metrics": s.metrics("r"), "snapshot": s.snapshot()}))
+                          "metrics": s.metrics("r"), "groups": len(s.groups("r"))}))
     """
     proc = _spawn(reader, str(path))
     out, err = proc.communicate(timeout=20)
@@ -276,10 +270,10 @@ def test_reader_in_other_process_between_writes(tmp_path: Path) -> None:
     seen = json.loads(out)
     assert seen["status"] == "running" and seen["config"] == {"k": "v"}
     assert seen["metrics"] == [[1, "loss", 1.0]]
-    assert seen["snapshot"] == {"runs": 1, "metrics": 1, "groups": 2, "events": 0, "rollouts": 0}
+    assert seen["groups"] == 2
 
     store.record_step("r", 2, {"loss": 0.5})  # the writer carries on after the reader
-    assert store.snapshot()["metrics"] == 2
+    assert len(store.metrics("r")) == 2
     assert os.path.getsize(path) > 0
 
 
@@ -312,7 +306,7 @@ def test_rollouts_round_trip_replace_and_truncate(store: RunStore) -> None:
     assert [r["reasoning"] for r in store.rollouts("r", 2)] == ["z20"]
     store.truncate_after("r", 1)  # a resume point
     assert {r["step"] for r in store.rollouts("r")} == {1}
-    assert store.snapshot()["rollouts"] == 4
+    assert len(store.rollouts("r")) == 4
 
 
 def test_schema_1_store_gains_the_rollouts_table(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
-"""Schema 3: a store written by older code opens, gains the new run columns through the
-recorded, ordered migrations, and still imports (and is imported by) other stores."""
+"""A store written by older code opens, gains the new tables and columns through the
+recorded, ordered migrations, and still imports (and is imported by) other stores. (Stores
+written FOR REAL by each shipped version: test_store_fixtures.py.)"""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from datetime import datetime
 import duckdb
 import pytest
 
-from mirage.core.store import SCHEMA_VERSION, RunStore
+from mirage.core.store import RunStore
+from mirage.core.store_file import SCHEMA_VERSION
 from mirage.core.store_migrations import MIGRATIONS
 
 # The DDL of schema version 2, as code before schema 3 wrote it (kept here on purpose:
@@ -54,7 +56,7 @@ def schema_2_store(path, run_id="old") -> None:
 
 def test_migrations_are_numbered_in_order_up_to_the_schema_version():
     versions = [m.version for m in MIGRATIONS]
-    assert versions == sorted(set(versions)) and versions[-1] == SCHEMA_VERSION == 3
+    assert versions == sorted(set(versions)) and versions[-1] == SCHEMA_VERSION == 4
     assert all(m.description for m in MIGRATIONS)
 
 
@@ -68,11 +70,11 @@ def test_a_schema_2_store_opens_gains_the_columns_and_records_the_migration(tmp_
     assert (row["pid"], row["host"], row["heartbeat_at"]) == (None, None, None)
     con = duckdb.connect(str(db), read_only=True)
     try:
-        assert con.execute("SELECT max(version) FROM schema_version").fetchone()[0] == 3
-        ledger = con.execute("SELECT version, description FROM schema_migrations").fetchall()
+        assert con.execute("SELECT max(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
+        ledger = con.execute("SELECT version, description FROM schema_migrations ORDER BY version").fetchall()
     finally:
         con.close()
-    assert [v for v, _ in ledger] == [3] and "heartbeat" in ledger[0][1]
+    assert [v for v, _ in ledger] == [3, 4] and "heartbeat" in ledger[0][1]
     store.update_run("old", name="baseline", tags=["a"])  # the new columns take writes
     assert RunStore(db).get_run("old")["tags"] == ["a"]
     assert store.metrics("old") == [(1, "val/success", 0.5)]
@@ -88,7 +90,7 @@ def test_a_new_store_records_every_migration(tmp_path):
         con.close()
 
 
-def test_schema_2_cell_files_import_into_a_schema_3_store_and_back(tmp_path):
+def test_schema_2_cell_files_import_into_a_current_store_and_back(tmp_path):
     schema_2_store(tmp_path / "cell.duckdb", "from-cell")
     main = RunStore(tmp_path / "main.duckdb")
     assert main.import_runs(tmp_path / "cell.duckdb") == ["from-cell"]
@@ -106,5 +108,5 @@ def test_a_store_newer_than_the_code_is_refused(tmp_path):
     con = duckdb.connect(str(db))
     con.execute("UPDATE schema_version SET version = 99")
     con.close()
-    with pytest.raises(RuntimeError, match="schema 99 is newer than 3"):
+    with pytest.raises(RuntimeError, match=f"schema 99 is newer than {SCHEMA_VERSION}"):
         RunStore(db)

@@ -10,7 +10,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from mirage.core.store import GroupRow, RunStore, writer_marker
+from mirage.core.store import GroupRow, RunStore
+from mirage.core.store_file import writer_marker
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -18,7 +19,7 @@ READER = """
     import sys, time
     from pathlib import Path
     from mirage.app.reader import StoreReader
-    from mirage.core.store import StoreBusyError
+    from mirage.core.store_file import StoreBusyError
 
     path, stop = sys.argv[1], Path(sys.argv[2])
     reader = StoreReader(path)

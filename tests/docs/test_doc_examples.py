@@ -75,7 +75,6 @@ def scratch(tmp_path: Path, populated_store: Path) -> Path:
     (tmp_path / "runs").mkdir()
     store = tmp_path / "runs" / "mirage.duckdb"
     populated_store.rename(store)
-    RunStore(store).record_sweep_cells([])  # creates the sweep_cells table docs/flows.md reads
     bin_dir = tmp_path / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
     core = bin_dir / "core"

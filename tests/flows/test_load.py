@@ -10,6 +10,7 @@ import pytest
 from mirage.core.store import GroupRow, RunStore
 from mirage.flows.cells import CellSpec
 from mirage.flows.load import completed_runs, load_cell, ran_before, reused_cell
+from mirage.flows.sweep_store import SweepStore
 from mirage.flows.task import CELL_DB, OUTCOME, cell_dir
 
 CONFIG = {"steps": 2, "seed": 0}
@@ -32,9 +33,9 @@ def write_cell(root, cell_spec: CellSpec, *, status="finished", run=True, error=
                          experiment=cell_spec.experiment, cell=cell_spec.cell, seed=cell_spec.seed)
         store.record_event(run_id, 0, "backend", "{}")
         for step, (success, kept) in enumerate([(0.25, 1.0), (0.5, 0.5), (0.75, 0.25)]):
-            store.record_step(run_id, step, {"val/success": success, "filter/kept_ratio": kept},
-                              [GroupRow(0, 11, 0.5, 0.25, 0.5, True)])
-        store.record_metrics(run_id, 1, {"mi/first_turn/retrieval_acc": 0.9})
+            diagnosed = {"mi/first_turn/retrieval_acc": 0.9} if step == 1 else {}
+            store.record_step(run_id, step, {"val/success": success, "filter/kept_ratio": kept,
+                                             **diagnosed}, [GroupRow(0, 11, 0.5, 0.25, 0.5, True)])
         store.set_status(run_id, status, error)
     outcome = {"status": status, "run_id": run_id if status != "failed" else None, "error": error,
                "config": config}
@@ -42,22 +43,22 @@ def write_cell(root, cell_spec: CellSpec, *, status="finished", run=True, error=
     return run_id
 
 
-def test_a_finished_cell_is_imported_with_its_labels_and_summary(tmp_path):
+def test_a_finished_cell_is_imported_with_its_labels_and_summary(tmp_path, contents):
     root, main = tmp_path / "cells", RunStore(tmp_path / "main.duckdb")
     run_id = write_cell(root, spec())
     row = load_cell(main, spec(), root)
     run = main.get_run(run_id)
     assert (run["experiment"], run["cell"], run["seed"], run["status"]) == (
         "stochasticity", "filter.name=top_p", 0, "finished")
-    assert main.snapshot()["metrics"] == 7 and main.snapshot()["groups"] == 3
+    assert len(main.metrics(run_id)) == 7 and len(main.groups(run_id)) == 3
     assert [e["kind"] for e in main.events(run_id)] == ["backend"]
     assert row == {"experiment": "stochasticity", "cell": "filter.name=top_p", "seed": 0,
                    "config_hash": "abc123", "run_id": run_id, "status": "finished", "reused": False,
                    "loaded": False, "error": None, "success": 0.75, "retrieval_acc": 0.9, "entropy": None,
                    "kept_ratio": 0.25}
-    before = main.snapshot()
+    before = contents(main)
     again = load_cell(main, spec(), root, loaded=True)  # loading again copies nothing twice
-    assert main.snapshot() == before
+    assert contents(main) == before
     assert again["loaded"] and again["run_id"] == run_id  # only loaded: counted apart from run
 
 
@@ -151,12 +152,13 @@ def test_a_cell_left_unloaded_is_only_reused_for_the_config_it_ran(tmp_path):
 
 
 def test_sweep_summary_rows_are_stored(tmp_path):
-    main = RunStore(tmp_path / "main.duckdb")
-    assert main.sweep_cells() == []
-    main.record_sweep_cells([{"sweep_id": "s1", "experiment": "e", "cell": "c", "seed": 0,
-                              "config_hash": "h", "run_id": "r", "status": "finished",
-                              "reused": False, "error": None, "success": 0.5}])
-    (row,) = main.sweep_cells("s1")
+    sweeps = SweepStore(tmp_path / "main.duckdb")
+    assert sweeps.sweep_cells() == []
+    sweeps.start_sweep("s1", "e", [{"sweep_id": "s1", "experiment": "e", "cell": "c", "seed": 0,
+                                    "config_hash": "h", "run_id": "r", "status": "finished",
+                                    "reused": False, "error": None, "success": 0.5}],
+                       host="here", pid=1)
+    (row,) = sweeps.sweep_cells("s1")
     assert (row["cell"], row["success"], row["entropy"], row["reused"]) == ("c", 0.5, None, False)
 
 

@@ -17,6 +17,7 @@ from mirage.core.config import RunConfig
 from mirage.core.store import RunStore
 from mirage.flows.cells import CELL_DB, OUTCOME, cell_root
 from mirage.flows.progress import read_sweeps
+from mirage.flows.sweep_store import SweepStore
 
 # config hash -> (cell, seed)
 CELLS = {"h-done": ("filter.rho=0.9", 0), "h-run": ("filter.rho=0.6", 0),
@@ -44,9 +45,9 @@ def live_store(tmp_path):
     """A sweep in progress (recorded by this process): one cell loaded, one running at
     step 3 of 10, one that ended failed but is not loaded yet, one not started."""
     db = tmp_path / "runs" / "main.duckdb"
-    store = RunStore(db)
-    store.start_sweep("s1", "rho", [row(h) for h in CELLS], host=socket.gethostname(), pid=os.getpid())
-    store.update_sweep_cell("s1", row("h-done", "finished", run_id="run-h-done", success=0.75))
+    sweeps = SweepStore(db)
+    sweeps.start_sweep("s1", "rho", [row(h) for h in CELLS], host=socket.gethostname(), pid=os.getpid())
+    sweeps.update_sweep_cell("s1", row("h-done", "finished", run_id="run-h-done", success=0.75))
     running_cell(db, "h-run", step=3, steps=10)
     ended = cell_root(db) / "h-ended"
     ended.mkdir(parents=True)
@@ -73,8 +74,8 @@ def test_a_sweep_whose_process_is_gone_reads_interrupted(tmp_path):
     db = tmp_path / "main.duckdb"
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
-    RunStore(db).start_sweep("s1", "rho", [row("h-run")], host=socket.gethostname(),
-                             pid=int(gone.stdout))
+    SweepStore(db).start_sweep("s1", "rho", [row("h-run")], host=socket.gethostname(),
+                               pid=int(gone.stdout))
     running_cell(db, "h-run", step=2, steps=10)
     (sweep,) = read_sweeps(db)
     assert sweep.state == "interrupted"
@@ -82,7 +83,7 @@ def test_a_sweep_whose_process_is_gone_reads_interrupted(tmp_path):
 
 
 def test_a_finished_sweep_keeps_its_state_and_message(tmp_path):
-    store = RunStore(tmp_path / "main.duckdb")
+    store = SweepStore(tmp_path / "main.duckdb")
     store.start_sweep("s1", "rho", [row("h-done")], host="elsewhere", pid=1)
     store.update_sweep_cell("s1", row("h-done", "failed", error="ValueError: bad"))
     store.finish_sweep("s1", "failed", "rho: 1 cells: 0 run, 0 loaded, 0 reused, 1 failed")
@@ -92,12 +93,13 @@ def test_a_finished_sweep_keeps_its_state_and_message(tmp_path):
         store.finish_sweep("s1", "running", "no")
 
 
-def test_a_sweep_recorded_before_the_sweeps_table_is_still_listed(tmp_path):
-    store = RunStore(tmp_path / "main.duckdb")
-    store.record_sweep_cells([row("h-done", "finished"), row("h-run", "failed", error="E: x")])
-    (sweep,) = read_sweeps(store.path)
-    assert (sweep.sweep_id, sweep.state) == ("s1", "failed")
-    assert sweep.counts()["finished"] == 1 and sweep.counts()["failed"] == 1
+def test_a_sweep_recorded_before_the_sweeps_table_is_still_listed(old_store):
+    db = old_store(2)  # schema 2: sweep_cells only, as sweeps then wrote it
+    for _ in range(2):  # as it was written, then migrated (an empty sweeps table)
+        (sweep,) = read_sweeps(db)
+        assert (sweep.sweep_id, sweep.state, sweep.experiment) == ("fixture-sweep", "completed", "fixture")
+        assert sweep.counts()["finished"] == 1
+        SweepStore(db)
 
 
 def test_a_cell_held_by_its_writer_reads_running_without_waiting_for_it(live_store):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from mirage.core.store import RunStore
+from mirage.flows.sweep_store import SweepStore
 
 from .conftest import api_get, kill_tree
 
@@ -50,7 +51,7 @@ def final_message(server, flow_run_id: str) -> str:
 
 
 @pytest.mark.slow
-def test_deployment_run_sweep_twice_recomputes_nothing(prefect_server, tmp_path, cli_argv):
+def test_deployment_run_sweep_twice_recomputes_nothing(prefect_server, tmp_path, cli_argv, contents):
     db = tmp_path / "runs" / "main.duckdb"
     log = open(tmp_path / "serve.log", "w")
     serve = subprocess.Popen(cli_argv("serve", "--db", db, "--width", "2"), env=prefect_server.env(),
@@ -75,15 +76,15 @@ def test_deployment_run_sweep_twice_recomputes_nothing(prefect_server, tmp_path,
         for run in runs:
             assert run["config"]["filter"]["name"] == "top_p" and run["config"]["steps"] == 2
             assert [s for s, _, _ in store.metrics(run["run_id"], "val/success")] == [0, 2]
-        first_summary = store.sweep_cells()
+        first_summary = SweepStore(db).sweep_cells()
         assert len(first_summary) == 2 and not any(r["reused"] for r in first_summary)
-        before = store.snapshot()
+        before = contents(store)
 
         second, second_id = deployment_run(prefect_server, *PARAMS)
         assert second.returncode == 0, second.stdout + second.stderr
         assert final_message(prefect_server, second_id) == "stochasticity: 2 cells: 0 run, 0 loaded, 2 reused, 0 failed"
-        assert store.snapshot() == before  # no run, metric, group or event was added
-        second_summary = [r for r in store.sweep_cells() if r["sweep_id"] == second_id]
+        assert contents(store) == before  # no run, metric, group, event or rollout was added
+        second_summary = [r for r in SweepStore(db).sweep_cells() if r["sweep_id"] == second_id]
         assert len(second_summary) == 2 and all(r["reused"] for r in second_summary)
         assert {r["run_id"] for r in second_summary} == {r["run_id"] for r in runs}
 

@@ -9,6 +9,7 @@ import psutil
 import pytest
 
 from mirage.core.store import RunStore
+from mirage.flows.sweep_store import SweepStore
 from mirage.flows.progress import read_sweeps
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,7 +47,7 @@ def test_a_failing_cell_is_recorded_while_the_other_finishes(prefect_server, tmp
     assert RunStore(db).metrics(good["run_id"], "val/success")  # its steps were loaded
     assert (bad["status"], bad["experiment"], bad["seed"]) == ("failed", "stochasticity", 0)
     assert "SafetensorError" in bad["error"]
-    summary = {r["cell"]: r for r in RunStore(db).sweep_cells()}
+    summary = {r["cell"]: r for r in SweepStore(db).sweep_cells()}
     assert summary[f"model.path={broken}"]["status"] == "failed"
     assert summary[f"model.path={broken}"]["error"] == bad["error"]
     assert summary["model.path=null"]["success"] is not None

@@ -674,14 +674,14 @@ def files_under(path):
 
 @pytest.mark.parametrize("case", sorted(BAD_FILTER_INPUTS))
 def test_bad_filter_settings_exit_2_with_one_line_and_write_nothing(case, store_with_a_run,
-                                                                    tiny_config_file):
+                                                                    tiny_config_file, contents):
     from typer.testing import CliRunner
 
     from mirage.core.cli import app
     from mirage.core.store import RunStore
 
     args, fragments = BAD_FILTER_INPUTS[case]
-    before = RunStore(store_with_a_run).snapshot(), files_under(store_with_a_run.parent)
+    before = contents(RunStore(store_with_a_run)), files_under(store_with_a_run.parent)
     result = CliRunner().invoke(app, ["run", "--config", str(tiny_config_file), "--quiet",
                                       "--db", str(store_with_a_run), *args])
     assert result.exit_code == 2, result.output
@@ -690,7 +690,7 @@ def test_bad_filter_settings_exit_2_with_one_line_and_write_nothing(case, store_
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     for fragment in fragments:
         assert fragment in lines[0], f"{fragment!r} not in {lines[0]!r}"
-    assert (RunStore(store_with_a_run).snapshot(), files_under(store_with_a_run.parent)) == before
+    assert (contents(RunStore(store_with_a_run)), files_under(store_with_a_run.parent)) == before
 
 
 def test_unknown_mode_in_a_real_process(cli, tiny_config_file, tmp_path):

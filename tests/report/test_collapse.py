@@ -28,7 +28,7 @@ def _fill(store: RunStore, experiment: str, run_id: str, flt: dict, seed: int, l
     store.create_run(run_id, _config(flt, seed), [], None, experiment=experiment, seed=seed)
     for step in STEPS:
         fall = step / STEPS[-1]
-        store.record_metrics(run_id, step, {
+        store.record_step(run_id, step, {
             "mi/first_turn/retrieval_acc": 0.6 - fall * (0.4 - lift) + 0.01 * seed,
             "mi/first_turn/retrieval_chance": 0.125,
             "mi/first_turn/h_cond": 0.4 + 0.1 * fall + 0.005 * seed,
@@ -96,7 +96,7 @@ def test_signature_finds_the_first_check_at_chance_with_entropy_held(tmp_path):
     # retrieval 0.9 -> 0.3 -> 0.15 -> 0.14 (chance 0.125); H(Z|X) 0.2 -> 0.1 -> 0.1 -> 0.3
     for step, (acc, h, fmt) in enumerate([(0.9, 0.2, 1.0), (0.3, 0.1, 0.9), (0.15, 0.1, 0.8),
                                            (0.14, 0.3, 0.7)]):
-        store.record_metrics("r", 5 * step, {
+        store.record_step("r", 5 * step, {
             "mi/first_turn/retrieval_acc": acc, "mi/first_turn/retrieval_chance": 0.125,
             "mi/first_turn/h_cond": h, "mi/first_turn/format_valid": fmt})
     store.set_status("r", "finished")
@@ -116,7 +116,7 @@ def test_export_merges_several_stores_and_lists_every_calibration_cell(store, tm
         config["algorithm"]["entropy_coef"] = coef
         other.create_run(f"cal-{coef}", config, [], None, experiment="collapse_calibration", seed=0)
         for step in STEPS:
-            other.record_metrics(f"cal-{coef}", step, {
+            other.record_step(f"cal-{coef}", step, {
                 "mi/first_turn/retrieval_acc": 0.9 - coef * step / 10,
                 "mi/first_turn/retrieval_chance": 0.125, "mi/first_turn/h_cond": 0.2 + coef * step,
                 "mi/first_turn/format_valid": 1.0, "val/success": 0.7})
@@ -137,7 +137,7 @@ def test_degeneration_is_the_first_check_where_most_responses_do_not_parse(tmp_p
     store = RunStore(tmp_path / "runs.duckdb")
     store.create_run("r", _config({"name": "none"}, 0), [], None, experiment="collapse", seed=0)
     for step, fmt in enumerate([1.0, 0.9, 0.4, 0.0]):
-        store.record_metrics("r", 5 * step, {
+        store.record_step("r", 5 * step, {
             "mi/first_turn/retrieval_acc": 0.9, "mi/first_turn/retrieval_chance": 0.125,
             "mi/first_turn/h_cond": 0.2, "mi/first_turn/format_valid": fmt})
     store.set_status("r", "finished")
@@ -153,7 +153,7 @@ def test_a_run_that_never_degenerates_is_censored_one_check_past_its_last(tmp_pa
     store = RunStore(tmp_path / "runs.duckdb")
     store.create_run("r", _config({"name": "top_p"}, 0), [], None, experiment="collapse", seed=0)
     for step in (0, 5, 10):
-        store.record_metrics("r", step, {"mi/first_turn/format_valid": 0.9,
+        store.record_step("r", step, {"mi/first_turn/format_valid": 0.9,
                                          "mi/first_turn/retrieval_acc": 0.9,
                                          "mi/first_turn/retrieval_chance": 0.125,
                                          "mi/first_turn/h_cond": 0.2})
