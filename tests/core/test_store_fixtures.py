@@ -48,6 +48,7 @@ KNOWN = {
     1: Known("20261204-124601-85a6c9", "5ae43e0", 63, ("backend",), 0, sweep=False),
     2: Known("20261204-124730-45b010", "a883abe", 155, ("backend", "environment"), 60, sweep=True),
     3: Known("20261204-124900-45319f", "95a7669", 155, ("backend", "environment"), 60, sweep=True),
+    4: Known("20261204-131358-23d277", "5cf0acf", 155, ("backend", "environment"), 60, sweep=True),
 }
 VERSIONS = sorted(KNOWN)
 
