@@ -26,12 +26,18 @@ def config(**changes) -> dict:
     return data
 
 
-@pytest.fixture
-def store(tmp_path) -> Path:
+@pytest.fixture(params=["new", 3], ids=lambda v: f"schema-{v}")
+def store(request, tmp_path, old_store) -> Path:
     """Three runs: top_p/0.9 finished (tagged baseline, named 'base'), top_p/0.5 failed,
-    and a finished 'none' filter run of experiment 'collapse' with a checkpoint folder."""
+    and a finished 'none' filter run of experiment 'collapse' with a checkpoint folder;
+    in a new file, or in the previous release's fixture store (migrated, its run deleted)."""
     db = tmp_path / "store" / "runs.duckdb"
+    if request.param != "new":
+        db.parent.mkdir()
+        old_store(request.param).rename(db)
     runs = RunStore(db)
+    for run in runs.list_runs():
+        runs.delete_run(run["run_id"])
     runs.create_run(IDS[0], config(**{"filter.rho": 0.9}), [], "c0", seed=0, name="base",
                     tags=["baseline"], environment={"python": "3.11.7", "packages": {"torch": "2.13"}})
     runs.create_run(IDS[1], config(**{"filter.rho": 0.5}), [], "c1", seed=0,
