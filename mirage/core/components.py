@@ -1,7 +1,11 @@
 """Base classes of the named components an algorithm, filter, diagnostic or logger plugin
 provides. Each states every method the run calls on it: the abstract ones a component
 implements, and the optional ones with the default it inherits. A registry refuses a class
-that does not subclass its kind's base (mirage/core/registry.py)."""
+that does not subclass its kind's base (mirage/core/registry.py).
+
+``run`` is the run's :class:`mirage.core.session.RunSession`, typed ``Any`` here: the
+session holds the plugin manager, whose registries import this module, so naming its
+class would close an import circle."""
 
 from __future__ import annotations
 
@@ -15,7 +19,6 @@ if TYPE_CHECKING:
     from mirage.core.backend import Backend
     from mirage.core.batch import Batch, Selection
     from mirage.core.config import FilterConfig, RunConfig
-    from mirage.core.session import RunSession
 
 
 class Algorithm(ABC):
@@ -33,7 +36,7 @@ class Algorithm(ABC):
         return None
 
     @abstractmethod
-    def update(self, run: "RunSession", batch: "Batch") -> Mapping[str, float]: ...
+    def update(self, run: Any, batch: "Batch") -> Mapping[str, float]: ...
 
 
 class Filter(ABC):
@@ -64,9 +67,9 @@ class Diagnostic(ABC):
         return step == 1 or step % self.config.diagnostics.every == 0
 
     @abstractmethod
-    def measure(self, run: "RunSession", batch: "Batch") -> Mapping[str, float]: ...
+    def measure(self, run: Any, batch: "Batch") -> Mapping[str, float]: ...
 
-    def review(self, run: "RunSession", metrics: Mapping[str, float]) -> Mapping[str, float]:
+    def review(self, run: Any, metrics: Mapping[str, float]) -> Mapping[str, float]:
         """Called on every step with all diagnostics' merged metrics of that step, after
         every ``measure``; returns more metrics (the collapse alarm reads the MI proxies
         this way). Default: none."""
