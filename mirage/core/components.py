@@ -1,64 +1,105 @@
-"""Protocols of the named components an algorithm, filter, diagnostic or logger plugin provides."""
+"""Base classes of the named components an algorithm, filter, diagnostic or logger plugin
+provides. Each states every method the run calls on it: the abstract ones a component
+implements, and the optional ones with the default it inherits. A registry refuses a class
+that does not subclass its kind's base (mirage/core/registry.py).
+
+``run`` is the run's :class:`mirage.core.session.RunSession`, typed ``Any`` here: the
+session holds the plugin manager, whose registries import this module, so naming its
+class would close an import circle."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from mirage.core.backend import Backend
     from mirage.core.batch import Batch, Selection
     from mirage.core.config import FilterConfig, RunConfig
-    from mirage.core.session import RunSession
 
 
-class Algorithm(Protocol):
+class Algorithm(ABC):
     """Built as ``cls(config: RunConfig)``; ``update`` trains on ``batch.kept_groups()``
-    through ``run.backend`` and returns its metrics. It may also define a classmethod
-    ``config_problem(config, backend_cls) -> str | None``: a one-line reason it cannot
-    run ``config`` with that backend (checked before any work), or None."""
+    through ``run.backend`` and returns its metrics."""
 
-    def __init__(self, config: "RunConfig") -> None: ...
+    def __init__(self, config: "RunConfig") -> None:
+        self.config = config
 
-    def update(self, run: "RunSession", batch: "Batch") -> Mapping[str, float]: ...
+    @classmethod
+    def config_problem(cls, config: "RunConfig", backend_cls: type["Backend"]) -> str | None:
+        """A one-line reason this algorithm cannot run ``config`` with ``backend_cls``
+        (checked before any work, e.g. GAE needs a backend with a critic), or None.
+        Default: none."""
+        return None
+
+    @abstractmethod
+    def update(self, run: Any, batch: "Batch") -> Mapping[str, float]: ...
 
 
-class Filter(Protocol):
-    """Built as ``cls(config: FilterConfig)``. A filter that ranks by reward variance
-    sets the class attribute ``requires_variance = True`` (validation then demands G >= 2)."""
+class Filter(ABC):
+    """Built as ``cls(config: FilterConfig)``; ``select`` says which groups (or
+    trajectories) of the batch the update trains on."""
 
-    def __init__(self, config: "FilterConfig") -> None: ...
+    requires_variance: ClassVar[bool] = False
+    """True for a filter that ranks by reward variance: validation then demands G >= 2."""
 
+    def __init__(self, config: "FilterConfig") -> None:
+        self.config = config
+
+    @abstractmethod
     def select(self, batch: "Batch") -> "Selection": ...
 
 
-class Diagnostic(Protocol):
-    """Built as ``cls(config: RunConfig)``; ``measure`` returns ``{metric_name: value}``.
+class Diagnostic(ABC):
+    """Built as ``cls(config: RunConfig)``; ``measure`` returns ``{metric_name: value}``
+    on the steps ``due`` names. A subclass with its own ``__init__`` calls
+    ``super().__init__(config)``: the default ``due`` reads ``self.config``."""
 
-    Optional: ``due(step) -> bool`` says on which steps ``measure`` runs (default: step 1
-    and every ``diagnostics.every`` steps); ``review(run, metrics) -> {name: value}`` is
-    called on every step with all diagnostics' merged metrics of that step, after every
-    ``measure`` (the collapse alarm reads the MI proxies this way)."""
+    def __init__(self, config: "RunConfig") -> None:
+        self.config = config
 
-    def __init__(self, config: "RunConfig") -> None: ...
+    def due(self, step: int) -> bool:
+        """Whether ``measure`` runs at ``step``. Default: step 1 and every
+        ``diagnostics.every`` steps (step 0 asks as step 1)."""
+        return step == 1 or step % self.config.diagnostics.every == 0
 
-    def measure(self, run: "RunSession", batch: "Batch") -> Mapping[str, float]: ...
+    @abstractmethod
+    def measure(self, run: Any, batch: "Batch") -> Mapping[str, float]: ...
+
+    def review(self, run: Any, metrics: Mapping[str, float]) -> Mapping[str, float]:
+        """Called on every step with all diagnostics' merged metrics of that step, after
+        every ``measure``; returns more metrics (the collapse alarm reads the MI proxies
+        this way). Default: none."""
+        return {}
 
 
-class Logger(Protocol):
+class Logger(ABC):
     """An experiment tracker that mirrors the store (docs/loggers.md). Built as
     ``cls(options)`` where ``options`` is a ``cls.Options`` (a pydantic model) made from
     ``loggers.options[name]``. ``open`` is called when the run starts or resumes,
     ``log`` after each step is stored, ``close`` when the run ends (its status:
     finished, stopped or failed). A logger that raises is disabled for the rest of the
-    run and a ``logger`` event names it; the run goes on.
+    run and a ``logger`` event names it; the run goes on."""
 
-    Optional: a classmethod ``missing_requirement() -> str | None``, a one-line reason
-    it cannot run here (its library is not installed), checked before any work."""
+    Options: ClassVar[type["BaseModel"]]
 
-    def __init__(self, options: Any) -> None: ...
+    def __init__(self, options: Any) -> None:
+        self.options = options
 
+    @classmethod
+    def missing_requirement(cls) -> str | None:
+        """A one-line reason this logger cannot run here (its library is not installed),
+        checked before any work, or None. Default: none."""
+        return None
+
+    @abstractmethod
     def open(self, run_id: str, config: "RunConfig", store_dir: Path, first_step: int) -> None: ...
 
+    @abstractmethod
     def log(self, step: int, metrics: Mapping[str, float]) -> None: ...
 
+    @abstractmethod
     def close(self, status: str) -> None: ...

@@ -58,7 +58,7 @@ def mirage_register_envs(register: Register) -> None:
 def mirage_register_backends(register: Register) -> None:
     """Register policy backends: ``register("local", LocalBackend)``.
 
-    ``cls(config: RunConfig)`` must satisfy :class:`mirage.core.backend.Backend`.
+    ``cls(config: RunConfig)`` must subclass :class:`mirage.core.backend.Backend`.
     Every implementation is called (not firstresult), once per plugin manager.
     """
 
@@ -67,7 +67,7 @@ def mirage_register_backends(register: Register) -> None:
 def mirage_register_algorithms(register: Register) -> None:
     """Register update algorithms: ``register("grpo", GRPO)``.
 
-    ``cls(config: RunConfig)`` must satisfy :class:`mirage.core.components.Algorithm`.
+    ``cls(config: RunConfig)`` must subclass :class:`mirage.core.components.Algorithm`.
     Every implementation is called (not firstresult), once per plugin manager.
     """
 
@@ -76,7 +76,7 @@ def mirage_register_algorithms(register: Register) -> None:
 def mirage_register_filters(register: Register) -> None:
     """Register rollout filters: ``register("top_p", TopPFilter)``.
 
-    ``cls(config: FilterConfig)`` must satisfy :class:`mirage.core.components.Filter`.
+    ``cls(config: FilterConfig)`` must subclass :class:`mirage.core.components.Filter`.
     Every implementation is called (not firstresult), once per plugin manager.
     """
 
@@ -85,7 +85,7 @@ def mirage_register_filters(register: Register) -> None:
 def mirage_register_diagnostics(register: Register) -> None:
     """Register diagnostics: ``register("mi", MutualInformation)``.
 
-    ``cls(config: RunConfig)`` must satisfy :class:`mirage.core.components.Diagnostic`.
+    ``cls(config: RunConfig)`` must subclass :class:`mirage.core.components.Diagnostic`.
     Every implementation is called (not firstresult), once per plugin manager.
     """
 
@@ -94,7 +94,7 @@ def mirage_register_diagnostics(register: Register) -> None:
 def mirage_register_loggers(register: Register) -> None:
     """Register experiment-tracker loggers: ``register("wandb", WandbLogger)``.
 
-    ``cls(options)`` must satisfy :class:`mirage.core.components.Logger`; ``options`` is
+    ``cls(options)`` must subclass :class:`mirage.core.components.Logger`; ``options`` is
     an instance of ``cls.Options`` built from ``loggers.options[name]``.
     Every implementation is called (not firstresult), once per plugin manager.
     """

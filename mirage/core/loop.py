@@ -259,12 +259,11 @@ def diagnose(run: RunSession, batch: Batch) -> dict[str, float]:
             check_metrics(result, f"mirage_diagnose of plugin {impl.plugin_name!r}", batch.step)
             merged |= dict(result or {})
     for name, diagnostic in run.diagnostics.items():  # reviews read every diagnostic's numbers
-        if hasattr(diagnostic, "review"):
-            source = diagnostic_source(run, name)
-            with blamed("review", batch.step, lambda: [component(source, diagnostic)]):
-                reviewed = diagnostic.review(run, merged)
-            check_metrics(reviewed, source, batch.step)
-            merged |= dict(reviewed or {})
+        source = diagnostic_source(run, name)
+        with blamed("review", batch.step, lambda: [component(source, diagnostic)]):
+            reviewed = diagnostic.review(run, merged)
+        check_metrics(reviewed, source, batch.step)
+        merged |= dict(reviewed or {})
     if merged:
         merged["time/diagnose"] = time.perf_counter() - mark
     return merged
@@ -347,11 +346,11 @@ def execute(
                          seed=config.seed, name=name, tags=tags, note=note, environment=record,
                          process=this_process())
         store.record_event(run_id, 0, "backend", json.dumps(facts, default=str))
-        env_facts = getattr(session.env_cls, "run_facts", lambda options: {})(env_options)
+        env_facts = session.env_cls.run_facts(env_options)
         store.record_event(run_id, 0, "environment", json.dumps(
             {"name": session.env_cls.name, "version": session.env_cls.version,
              "options": env_options.model_dump(mode="json"), **env_facts}, default=str))
-    unsafe = getattr(session.env_cls, "unsafe_warning", lambda options: None)(env_options)
+    unsafe = session.env_cls.unsafe_warning(env_options)
     if unsafe:  # recorded on every start, resumes included, and never out of sight
         store.record_event(run_id, start, "unsafe", unsafe)
     bar = Progress(total=config.steps, initial=start, enabled=progress, run_id=run_id, unsafe=unsafe)

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Generic, Iterator, TypeVar
 
+from mirage.core.backend import Backend
+from mirage.core.components import Algorithm, Diagnostic, Filter, Logger
+from mirage.core.env import Environment
+
 T = TypeVar("T")
 
 KINDS = ("envs", "backends", "algorithms", "filters", "diagnostics", "loggers")
@@ -23,15 +27,23 @@ class UnknownComponentError(KeyError):
 
 @dataclass
 class Registry(Generic[T]):
-    """Name -> component for one kind; refuses duplicates and unknown names."""
+    """Name -> component for one kind; refuses duplicates, unknown names and (with a
+    ``contract``) a component that is not a subclass of it."""
 
     kind: str
+    contract: type | None = None
     _items: dict[str, T] = field(default_factory=dict)
     _owners: dict[str, str] = field(default_factory=dict)
 
     def register(self, name: str, component: T, owner: str = "?") -> None:
         if not name or not isinstance(name, str):
             raise ValueError(f"{self.kind}: component name must be a non-empty string")
+        if self.contract is not None and not (
+            isinstance(component, type) and issubclass(component, self.contract)
+        ):
+            base = f"{self.contract.__module__}.{self.contract.__qualname__}"
+            raise ValueError(f"{self.kind}: {name!r} (by {owner}) must subclass {base}; "
+                             f"got {component!r}")
         if name in self._items:
             raise ValueError(
                 f"{self.kind}: {name!r} registered twice (by {self._owners[name]} and {owner})"
@@ -62,12 +74,12 @@ class Registry(Generic[T]):
 class Registries:
     """The registries of one plugin manager, one per kind in :data:`KINDS`."""
 
-    envs: Registry[Any] = field(default_factory=lambda: Registry("envs"))
-    backends: Registry[Any] = field(default_factory=lambda: Registry("backends"))
-    algorithms: Registry[Any] = field(default_factory=lambda: Registry("algorithms"))
-    filters: Registry[Any] = field(default_factory=lambda: Registry("filters"))
-    diagnostics: Registry[Any] = field(default_factory=lambda: Registry("diagnostics"))
-    loggers: Registry[Any] = field(default_factory=lambda: Registry("loggers"))
+    envs: Registry[Any] = field(default_factory=lambda: Registry("envs", Environment))
+    backends: Registry[Any] = field(default_factory=lambda: Registry("backends", Backend))
+    algorithms: Registry[Any] = field(default_factory=lambda: Registry("algorithms", Algorithm))
+    filters: Registry[Any] = field(default_factory=lambda: Registry("filters", Filter))
+    diagnostics: Registry[Any] = field(default_factory=lambda: Registry("diagnostics", Diagnostic))
+    loggers: Registry[Any] = field(default_factory=lambda: Registry("loggers", Logger))
 
     def of(self, kind: str) -> Registry[Any]:
         if kind not in KINDS:

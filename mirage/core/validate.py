@@ -54,27 +54,23 @@ def validate_config(config: RunConfig, plugins: Plugins) -> Any:
         raise ConfigError(one_line(error, prefix=f"{config.env.name} option ")) from None
     except TypeError as error:
         raise ConfigError(f"invalid {config.env.name} options: {error}") from None
-    # Optional on environments (third-party ones may predate it): e.g. DeepCoder refuses
-    # to run model-written code where its sandbox cannot isolate it.
-    env_check = getattr(env_cls, "options_problem", None)
-    if env_check is not None and (problem := env_check(options)):
+    # e.g. DeepCoder refuses to run model-written code where its sandbox cannot isolate it
+    if problem := env_cls.options_problem(options):
         raise ConfigError(f"{config.env.name}: {problem}")
-    if getattr(filter_cls, "requires_variance", False) and config.rollout.group_size < 2:
+    if filter_cls.requires_variance and config.rollout.group_size < 2:
         raise ConfigError(
             f"filter {config.filter.name!r} ranks prompts by reward variance, which needs "
             f"group size >= 2 (got {config.rollout.group_size})"
         )
     if problem := backend_cls.config_problem(config):
         raise ConfigError(problem)
-    # Optional on algorithms: e.g. PPO's GAE needs a backend that provides a critic.
-    algorithm_check = getattr(algorithm_cls, "config_problem", None)
-    if algorithm_check is not None and (problem := algorithm_check(config, backend_cls)):
+    # e.g. PPO's GAE needs a backend that provides a critic
+    if problem := algorithm_cls.config_problem(config, backend_cls):
         raise ConfigError(problem)
     for name in dict.fromkeys([*config.loggers.names, *config.loggers.options]):
         logger_options(config, plugins, name)
     for name in config.loggers.names:  # a missing library fails now, not mid-run
-        requirement = getattr(reg.loggers.get(name), "missing_requirement", None)
-        if requirement is not None and (problem := requirement()):
+        if problem := reg.loggers.get(name).missing_requirement():
             raise ConfigError(f"logger {name!r}: {problem}")
     return options
 

@@ -30,18 +30,11 @@ def mirage_cross_score(run: RunSession, contexts: list[list[int]], responses: li
     return run.backend.cross_score(contexts, responses)
 
 
-def diagnostic_due(diagnostic, run: RunSession) -> bool:
-    """The diagnostic's own ``due(step)``, else step 1 and every ``diagnostics.every``."""
-    if hasattr(diagnostic, "due"):
-        return diagnostic.due(run.step)
-    return run.step == 1 or run.step % run.config.diagnostics.every == 0
-
-
 @hookimpl
 def mirage_diagnose(run: RunSession, batch: Batch):
     metrics: dict[str, float] = {}
     for name, diagnostic in run.diagnostics.items():
-        if diagnostic_due(diagnostic, run):
+        if diagnostic.due(run.step):
             measured = diagnostic.measure(run, batch)
             # checked here, where the diagnostic (not this stage plugin) can be named
             owner = run.plugins.registries.diagnostics.owner(name)

@@ -173,10 +173,14 @@ def test_run_help_documents_every_option_with_its_default(cli, monkeypatch):
     assert not missing, "defaults not shown in core run --help: " + ", ".join(missing)
 
 
-def test_no_arguments_prints_help():
+def test_no_arguments_prints_help_and_exits_2():
+    """No command is a usage error (click's ``no_args_is_help``: the help, on stderr, and
+    exit status 2, as for every other usage error)."""
     result = invoke([])
-    assert result.exit_code in (0, 2)
-    assert "run" in result.output and "plugins" in result.output
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("Usage: ") and "[OPTIONS] COMMAND [ARGS]..." in result.stderr
+    assert "run" in result.stderr and "plugins" in result.stderr
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from mirage.core import loop
 from mirage.core.batch import Batch, Selection
+from mirage.core.components import Diagnostic, Filter
 from mirage.core.cli import app
 from mirage.core.loop import EmptyStepsError, FilterError, execute
 from mirage.core.plugin_errors import PluginError, Suspect, culprit
@@ -29,11 +30,8 @@ from mirage.core.store import RunStore
 from mirage.core.validate import build_config
 
 
-class BoomFilter:
+class BoomFilter(Filter):
     """Keeps everything at step 1, raises from step 2 on."""
-
-    def __init__(self, config):
-        self.config = config
 
     def select(self, batch: Batch) -> Selection:
         if batch.step >= 2:
@@ -41,21 +39,15 @@ class BoomFilter:
         return Selection(list(range(len(batch.groups))))
 
 
-class NothingFilter:
+class NothingFilter(Filter):
     """Keeps no group."""
-
-    def __init__(self, config):
-        self.config = config
 
     def select(self, batch: Batch) -> Selection:
         return Selection([])
 
 
-class FirstFilter:
+class FirstFilter(Filter):
     """Keeps group 0 only."""
-
-    def __init__(self, config):
-        self.config = config
 
     def select(self, batch: Batch) -> Selection:
         return Selection([0])
@@ -108,16 +100,14 @@ def load_module(path, monkeypatch):
 
 BAD_FILTERS = """\
 from mirage.core.batch import Selection
+from mirage.core.components import Filter
 
 
 def explode(step):
     raise ValueError(f"selection exploded at {step}")
 
 
-class BoomFilter:
-    def __init__(self, config):
-        self.config = config
-
+class BoomFilter(Filter):
     def select(self, batch):
         if batch.step >= 2:
             explode(batch.step)
@@ -174,11 +164,8 @@ def test_a_frame_deeper_than_the_plugin_is_not_blamed(tmp_path, monkeypatch):
     assert culprit(info.value, suspects[:1]) is None
 
 
-class CrashingDiagnostic:
+class CrashingDiagnostic(Diagnostic):
     """Measures step 0, raises from step 1 on."""
-
-    def __init__(self, config):
-        self.config = config
 
     def due(self, step: int) -> bool:
         return True

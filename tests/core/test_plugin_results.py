@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from mirage.core import loop
 from mirage.core.batch import Batch, Selection, make_batch
+from mirage.core.components import Diagnostic, Filter
 from mirage.core.cli import app
 from mirage.core.loop import execute
 from mirage.core.plugin_results import PluginResultError, check_metrics, check_selection
@@ -79,20 +80,18 @@ def test_metrics_that_are_numbers_or_undefined_pass():
 # --------------------------------------------------------------------------- in whole runs
 
 
-class NegativeFilter:
+class NegativeFilter(Filter):
     """Keeps every group at step 1 and group -1 (the last one, silently, if unchecked) later."""
-
-    def __init__(self, config):
-        self.config = config
 
     def select(self, batch: Batch) -> Selection:
         return Selection(list(range(len(batch.groups))) if batch.step < 2 else [-1])
 
 
-class InfiniteDiagnostic:
+class InfiniteDiagnostic(Diagnostic):
     """A diagnostic whose second measurement is infinite."""
 
     def __init__(self, config):
+        super().__init__(config)
         self.calls = 0
 
     def due(self, step: int) -> bool:

@@ -19,6 +19,7 @@ import pytest
 from mirage.core import hookspecs
 from mirage.core import plugins as plugins_module
 from mirage.core.batch import Batch, Group, Selection, Trajectory
+from mirage.core.components import Filter
 from mirage.core.config import RunConfig
 from mirage.core.hookspecs import hookimpl
 from mirage.core.loop import diagnose
@@ -31,11 +32,8 @@ MIRAGE_VERSION = metadata.version("mirage-rl")
 # --------------------------------------------------------------------------- a throwaway plugin
 
 
-class KeepFirst:
+class KeepFirst(Filter):
     """Keeps only the first prompt group."""
-
-    def __init__(self, config):
-        self.config = config
 
     def select(self, batch: Batch) -> Selection:
         return Selection([0], metrics={"filter/kept_groups": 1.0})
@@ -161,14 +159,19 @@ def test_duplicate_name_between_two_third_party_plugins_is_refused():
 
 ENTRY_POINT_MODULE = '''
 """Entry-point plugin {name}."""
+from mirage.core.components import Filter
 from mirage.core.hookspecs import hookimpl
 
 LOADED = True
 
 
+class Anything(Filter):
+    def select(self, batch): ...
+
+
 @hookimpl
 def mirage_register_filters(register):
-    register("{name}_filter", object)
+    register("{name}_filter", Anything)
 '''
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from mirage.core.backend import Backend
+from mirage.core.components import Algorithm, Diagnostic, Filter, Logger
+from mirage.core.env import Environment
 from mirage.core.registry import KINDS, Registries, Registry, UnknownComponentError
 
 
@@ -11,6 +14,14 @@ class Alpha: ...
 
 
 class Beta: ...
+
+
+class KeepAll(Filter):
+    def select(self, batch): ...
+
+
+CONTRACTS = {"envs": Environment, "backends": Backend, "algorithms": Algorithm,
+             "filters": Filter, "diagnostics": Diagnostic, "loggers": Logger}
 
 
 def test_register_and_get_records_the_owner():
@@ -72,7 +83,7 @@ def test_registries_of_each_kind_is_its_own_registry():
     seen = [regs.of(kind) for kind in KINDS]
     assert [r.kind for r in seen] == list(KINDS)
     assert len({id(r) for r in seen}) == len(KINDS)
-    regs.of("filters").register("x", Alpha)
+    regs.of("filters").register("x", KeepAll)
     assert "x" in regs.filters and all("x" not in regs.of(k) for k in KINDS if k != "filters")
 
 
@@ -83,3 +94,16 @@ def test_registries_of_unknown_kind_lists_kinds():
     assert "'widgets'" in message
     for kind in KINDS:
         assert kind in message
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_kind_refuses_a_class_that_does_not_subclass_its_base(kind):
+    base = CONTRACTS[kind]
+    registry = Registries().of(kind)
+    with pytest.raises(ValueError) as info:
+        registry.register("duck", Alpha, owner="plugin-a")
+    assert str(info.value) == (f"{kind}: 'duck' (by plugin-a) must subclass "
+                               f"{base.__module__}.{base.__qualname__}; got {Alpha!r}")
+    assert "duck" not in registry
+    registry.register("subclass", type("Sub", (base,), {}), owner="plugin-a")
+    assert "subclass" in registry

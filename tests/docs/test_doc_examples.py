@@ -94,7 +94,8 @@ def test_only_bash_blocks_may_be_marked_not_run():
 
 def test_the_checks_find_the_guides_examples():
     pages = {b.page.name for b in by_language("python")}
-    assert {"writing-a-filter.md", "writing-an-environment.md", "writing-a-backend.md", "README.md"} <= pages
+    assert {"writing-a-filter.md", "writing-an-environment.md", "writing-a-backend.md",
+            "writing-a-diagnostic.md", "README.md"} <= pages
     assert any(b.not_run is None for b in by_language("bash"))
 
 

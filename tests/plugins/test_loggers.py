@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ConfigDict
 
+from mirage.core.components import Logger
 from mirage.core.config import RunConfig, config_hash
 from mirage.core.hookspecs import hookimpl
 from mirage.core.loop import execute
@@ -152,7 +153,7 @@ class NoOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Recording:
+class Recording(Logger):
     """A logger component that keeps what it was given (in the class: the run builds it)."""
 
     Options = NoOptions
@@ -171,7 +172,7 @@ class Recording:
         Recording.calls.append(("close", status))
 
 
-class Failing:
+class Failing(Logger):
     """A logger component whose tracker goes away at step 2."""
 
     Options = NoOptions

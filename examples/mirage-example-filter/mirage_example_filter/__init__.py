@@ -1,23 +1,19 @@
 """Example third-party plugin: registers the filter ``best_half``.
 
 It keeps the half of the prompt groups with the highest mean reward (at least one),
-a deliberately naive rule that shows the whole path: a class with ``select``, a
+a deliberately naive rule that shows the whole path: a ``Filter`` subclass with ``select``, a
 registration hook, and an entry point in the ``mirage`` group.
 """
 
 from mirage.core.batch import Batch, Selection
+from mirage.core.components import Filter
 from mirage.core.hookspecs import hookimpl
 
 __version__ = "0.1.0"
 
 
-class BestHalfFilter:
+class BestHalfFilter(Filter):
     """Keeps the ceil(P/2) groups with the highest mean episode return."""
-
-    requires_variance = False
-
-    def __init__(self, config):
-        self.config = config
 
     def select(self, batch: Batch) -> Selection:
         order = sorted(range(len(batch.groups)), key=lambda i: (-batch.groups[i].reward_mean, i))

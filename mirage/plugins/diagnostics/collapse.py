@@ -14,6 +14,7 @@ progress line (and, with ``alarm.stop``, the loop stops the run).
 from __future__ import annotations
 
 from mirage.core.batch import Batch
+from mirage.core.components import Diagnostic
 from mirage.core.config import CollapseAlarmConfig, RunConfig
 
 STATE = "collapse_alarm"  # run.state key: the streak and early entropies, checkpointed
@@ -36,10 +37,11 @@ def check_collapse(state: dict, accuracy: float, chance: float, entropy: float,
             f"entropy {entropy:.3f} stays >= {rule.entropy_ratio} x its early level {level:.3f}")
 
 
-class CollapseAlarm:
+class CollapseAlarm(Diagnostic):
     """Measures nothing itself; reviews each step's merged metrics (``review``)."""
 
     def __init__(self, config: RunConfig):
+        super().__init__(config)
         self.rule = config.diagnostics.alarm
 
     def measure(self, run, batch: Batch) -> dict[str, float]:

@@ -21,6 +21,7 @@ import math
 import torch
 
 from mirage.core.batch import Batch
+from mirage.core.components import Diagnostic
 from mirage.core.config import RunConfig
 
 BUCKETS = 6
@@ -46,7 +47,7 @@ def term_gradients(run, rows) -> dict[str, torch.Tensor]:
     return run.backend.loss_gradients(algorithm.mini_batch_rows(rows), algorithm.loss_recipe())
 
 
-class GradientDecomposition:
+class GradientDecomposition(Diagnostic):
     """grad/{bucket}/{term}/{norm} for every algorithm that exposes ``advantage_rows``,
     ``mini_batch_rows`` and ``loss_recipe`` (all built-ins); other algorithms get no
     grad/* metrics."""

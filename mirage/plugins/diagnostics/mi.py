@@ -14,6 +14,7 @@ import math
 import torch
 
 from mirage.core.batch import Batch, Turn
+from mirage.core.components import Diagnostic
 from mirage.core.config import RunConfig
 from mirage.plugins.diagnostics.cross_scoring import ScoredTurns, cross_score, first_turns, sampled_turns
 
@@ -105,7 +106,7 @@ def policy_entropy(scored: ScoredTurns) -> float:
     return float((own / scored.lengths.clamp(min=1).double()).mean())
 
 
-class MutualInformation:
+class MutualInformation(Diagnostic):
     """The MI proxies of the batch's own rollouts, in every configured scope."""
 
     def __init__(self, config: RunConfig):

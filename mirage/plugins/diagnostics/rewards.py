@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from mirage.core.batch import Batch, Group
+from mirage.core.components import Diagnostic
 from mirage.core.config import RunConfig
 
 
@@ -42,7 +43,7 @@ def reward_structure(batch: Batch) -> dict[str, float]:
     return metrics
 
 
-class RewardStructure:
+class RewardStructure(Diagnostic):
     """Reward structure of every step's batch (not only on diagnostic steps)."""
 
     def __init__(self, config: RunConfig):

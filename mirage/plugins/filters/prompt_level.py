@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from mirage.core.batch import Batch, Selection
+from mirage.core.components import Filter
 from mirage.core.config import FilterConfig
 from mirage.plugins.filters.metrics import selection_metrics
 from mirage.plugins.filters.rules import softmax_top_p_indices, top_k_indices, top_p_indices
@@ -17,7 +18,7 @@ from mirage.plugins.filters.scores import (
 )
 
 
-class NoFilter:
+class NoFilter(Filter):
     """Keeps every group (the paper's no-filter baseline)."""
 
     requires_variance = False
@@ -30,7 +31,7 @@ class NoFilter:
         return Selection(kept, metrics=selection_metrics(batch, group_scores(batch, self.config.score), kept))
 
 
-class RankingFilter:
+class RankingFilter(Filter):
     """Shared shape of the ranking filters: ``ranked_by`` gives one score per group,
     ``choose`` turns scores into kept indices with one rule from ``rules``."""
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from mirage.core.batch import Batch, Selection
+from mirage.core.components import Filter
 from mirage.core.config import FilterConfig
 from mirage.plugins.filters.metrics import selection_metrics
 from mirage.plugins.filters.rules import trajectory_indices
 from mirage.plugins.filters.scores import group_scores
 
 
-class TrajectoryFilter:
+class TrajectoryFilter(Filter):
     """Keeps every group and, inside each, the trajectories of
     :func:`mirage.plugins.filters.rules.trajectory_indices` (farthest from the group's
     mean return first, until ``rho`` of its squared-deviation mass, both sides of the

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mirage.core.components import Logger
 from mirage.core.config import RunConfig
 from mirage.plugins.loggers.library import missing_library
 
@@ -34,7 +35,7 @@ def flat_params(data: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
-class MlflowLogger:
+class MlflowLogger(Logger):
     """Logs every stored metric with ``MlflowClient.log_batch``."""
 
     class Options(BaseModel):

@@ -8,11 +8,12 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mirage.core.components import Logger
 from mirage.core.config import RunConfig
 from mirage.plugins.loggers.library import missing_library
 
 
-class TensorBoardLogger:
+class TensorBoardLogger(Logger):
     """Logs every stored metric with torch's ``SummaryWriter.add_scalar``, as a float64
     tensor (``new_style``, ``double_precision``) so the event file holds the store's exact
     values, not float32 roundings of them."""

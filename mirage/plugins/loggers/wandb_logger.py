@@ -7,11 +7,12 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mirage.core.components import Logger
 from mirage.core.config import RunConfig
 from mirage.plugins.loggers.library import missing_library
 
 
-class WandbLogger:
+class WandbLogger(Logger):
     """Logs every stored metric with ``run.log(metrics, step=step)``."""
 
     class Options(BaseModel):

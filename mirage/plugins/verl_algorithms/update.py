@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from mirage.core.batch import Batch, Group, Trajectory
+from mirage.core.components import Algorithm
 from mirage.core.config import RunConfig
 from mirage.core.returns import episode_return
 from mirage.plugins.verl_algorithms.common import Row, token_weights
@@ -44,7 +45,7 @@ def mini_batches(permutation: list[int], size: int, count: int | None) -> list[l
     return [permutation[low:high] for low, high in zip(bounds, bounds[1:])]
 
 
-class PolicyGradient:
+class PolicyGradient(Algorithm):
     """Clipped policy gradient whose estimator, aggregation, clip bounds, sampling and
     reward shaping are the run's resolved :class:`AlgorithmConfig` settings."""
 
@@ -56,7 +57,7 @@ class PolicyGradient:
     def config_problem(cls, config: RunConfig, backend_cls: type["Backend"]) -> str | None:
         """Why this algorithm cannot run ``config`` with ``backend_cls``, in one line."""
         algo = config.algorithm
-        if algo.adv_estimator == "gae" and not getattr(backend_cls, "supports_critic", False):
+        if algo.adv_estimator == "gae" and not backend_cls.supports_critic:
             return (
                 f"algorithm {algo.name!r} estimates advantages with GAE, which needs a critic, "
                 f"but backend {config.model.backend!r} provides none; use --algo grpo, drgrpo "
