@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any
 
 import pluggy
 
 from mirage.core import hookspecs
+from mirage.core.loaded_plugins import PluginInfo, Plugins
 from mirage.core.registry import KINDS, Registries
 
 ENTRY_POINT_GROUP = "mirage"
@@ -36,42 +35,6 @@ DEFAULT_PLUGINS = (
     "mirage.plugins.diagnostics",
     "mirage.plugins.loggers",
 )
-
-
-@dataclass
-class PluginInfo:
-    """One loaded plugin: where it came from and what it contributes."""
-
-    name: str
-    version: str
-    builtin: bool
-    hooks: list[str] = field(default_factory=list)
-    components: dict[str, list[str]] = field(default_factory=dict)
-
-    def as_record(self) -> dict[str, Any]:
-        return {"name": self.name, "version": self.version}
-
-
-@dataclass
-class Plugins:
-    """A plugin manager with its filled registries and a record of what was loaded."""
-
-    manager: pluggy.PluginManager
-    registries: Registries
-    infos: list[PluginInfo]
-
-    @property
-    def hook(self) -> Any:
-        return self.manager.hook
-
-    def records(self) -> list[dict[str, Any]]:
-        return [info.as_record() for info in self.infos]
-
-    def info(self, name: str) -> PluginInfo:
-        for info in self.infos:
-            if info.name == name:
-                return info
-        raise KeyError(name)
 
 
 def _mirage_version() -> str:
