@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Sequence
 from importlib import metadata
 
 import pluggy
@@ -53,14 +54,17 @@ def _third_party_entry_points() -> list[metadata.EntryPoint]:
     return [ep for ep in found if allowed is None or ep.name in allowed]
 
 
-def build_plugins(extra: list[tuple[str, object]] = ()) -> Plugins:
-    """Create a manager, load built-ins, entry points and ``extra`` (name, plugin) pairs,
-    then run the registration hooks. No work happens at import time."""
+def build_plugins(extra: Sequence[tuple[str, object]] = (),
+                  builtins: Sequence[str] = DEFAULT_PLUGINS) -> Plugins:
+    """Create a manager, load the ``builtins`` modules (a run's: ``DEFAULT_PLUGINS``; the
+    ``core`` program passes its command plugins, :mod:`mirage.builtins`), entry points
+    and ``extra`` (name, plugin) pairs, then run the registration hooks. No work happens
+    at import time."""
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
     infos: list[PluginInfo] = []
     version = _mirage_version()
-    for module_name in DEFAULT_PLUGINS:
+    for module_name in builtins:
         module = importlib.import_module(module_name)
         manager.register(module, name=module_name)
         infos.append(PluginInfo(module_name, version, builtin=True))
