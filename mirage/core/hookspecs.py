@@ -112,11 +112,11 @@ def mirage_register_loggers(register: Register) -> None:
 def mirage_register_commands(cli: typer.Typer) -> None:
     """Add commands to the ``core`` program: ``cli.command()(sweep)``.
 
-    Receives the typer app holding core's own commands; returns nothing. Every
-    implementation is called (not firstresult), in plugin order, once when the ``core``
-    program starts (not when a run builds its plugins). A command name that is already
-    taken fails the program naming both plugins. Use the one-line error
-    (``mirage.core.cli_common.fail``) for bad input.
+    Receives the typer app holding core's own commands; returns nothing.
+    Every implementation is called (not firstresult), in plugin order, once when the
+    ``core`` program starts (not when a run builds its plugins). A command name already
+    taken fails the program naming both plugins. Bad input to a command should fail
+    with the one-line error, ``mirage.core.cli_common.fail`` (exit 2).
     """
 
 
