@@ -23,6 +23,36 @@ non-None result replaces the stage), and `@hookimpl(wrapper=True)` wraps the oth
 can change the built-in rollout's batch or a filter's selection without replacing them
 (a working example: docs/writing-an-environment.md, "Wrappers and tryfirst hooks").
 The data the hooks pass and return is in docs/plugin-data.md.
+
+A plugin adds a `core` command as llm's `register_commands(cli)` does: it receives the
+typer app and adds its commands to it. Shipped with an entry point in the `mirage` group,
+`core hello ada` then prints `hello ada`; here a test's throwaway plugin is loaded with
+`extra`. Core's own commands live in `mirage/core/cli.py`; those of flows, report and app
+come through this hook from the built-in command plugins listed in `mirage/builtins.py`
+(the `core` entry point), so `mirage/core` imports nothing above it.
+
+```python
+import typer
+from typer.testing import CliRunner
+
+from mirage.builtins import cli as core_program
+from mirage.core.hookspecs import hookimpl
+
+
+def hello(name: str = typer.Argument(..., help="who to greet")) -> None:
+    \"\"\"Greet someone.\"\"\"
+    typer.echo(f"hello {name}")
+
+
+class HelloCommands:  # a module with the same function works too
+    @hookimpl
+    def mirage_register_commands(self, cli):
+        cli.command()(hello)
+
+
+result = CliRunner().invoke(core_program(extra=[("hello", HelloCommands())]), ["hello", "ada"])
+assert result.stdout == "hello ada\\n"
+```
 """
 
 

@@ -6,6 +6,10 @@ field (``env.options``) any key is allowed. A VALUE is read as the field's type 
 string field takes the text as it is (``filter.name=top_p``), other fields read it as JSON
 (``filter.rho=0.5``, ``diagnostics.names=["mi"]``), and a free-form entry is JSON when it
 parses, else text. An unknown PATH is refused listing the valid ones around it.
+
+Config data (nested mappings) changes only through :func:`assign` and :func:`merged`,
+which every command and ``registry.yaml``'s grids share: a mapping merges into a mapping,
+and :func:`merged` copies, so a loaded experiment's base is never written.
 """
 
 from __future__ import annotations
