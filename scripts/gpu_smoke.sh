@@ -53,7 +53,7 @@ print("versions: " + ", ".join(f"{n} {metadata.version(n)}" for n in names)
 EOF
 
 START=$EPOCHREALTIME
-"$PYTHON" -m mirage.core.cli run --backend vllm --model "$MODEL" --env sokoban --steps 5 \
+"$PYTHON" -m mirage run --backend vllm --model "$MODEL" --env sokoban --steps 5 \
     --prompts 8 --group-size 16 --val-every 5 --val-episodes 32 --set model.dtype=bfloat16 \
     --db "$DB" --name "$NAME" --quiet "$@"
 END=$EPOCHREALTIME

@@ -89,7 +89,7 @@ def make_config_file(tmp_path: Path) -> Callable[..., Path]:
 
 
 def cli_command(*args: str | os.PathLike[str]) -> list[str]:
-    return [sys.executable, "-m", "mirage.core.cli", *map(str, args)]
+    return [sys.executable, "-m", "mirage", *map(str, args)]
 
 
 def run_cli(*args: str | os.PathLike[str], timeout: float = 300) -> CliResult:

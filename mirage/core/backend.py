@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from mirage.core.policy_output import CrossScores, PolicyOutput
 
 if TYPE_CHECKING:
     import torch
@@ -13,29 +14,6 @@ if TYPE_CHECKING:
     from mirage.core.config import RunConfig
     from mirage.core.env import Environment
     from mirage.core.training import LossRecipe, Row
-
-
-@dataclass
-class PolicyOutput:
-    """Per-token outputs for a padded batch of responses, shapes ``[B, L]``.
-
-    ``logprobs`` carries gradient when produced by :meth:`Backend.forward`; ``mask`` is
-    1 on response tokens and 0 on padding.
-    """
-
-    logprobs: "torch.Tensor"
-    entropy: "torch.Tensor"
-    mask: "torch.Tensor"
-
-
-@dataclass
-class CrossScores:
-    """Every response scored under every context, shapes ``[R, C]`` (float64, no gradient):
-    ``logprobs[r, c]`` is the summed log-prob of response r after context c, ``entropy[r, c]``
-    the summed per-token policy entropy along it."""
-
-    logprobs: "torch.Tensor"
-    entropy: "torch.Tensor"
 
 
 class Backend(ABC):

@@ -1,41 +1,26 @@
-"""The ``core`` command line. It only builds a RunConfig; defaults live in core/config.py."""
+"""The ``core`` command line: core's own commands, and :func:`build_cli`, which adds every
+loaded plugin's (``mirage_register_commands``; the commands of flows, report and app come
+that way). It only builds a RunConfig; defaults live in core/config.py."""
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
 from mirage.core import run_commands
-from mirage.core.cli_common import DB_HELP, fail as _fail
+from mirage.core.cli_common import DB_HELP, REGISTRY_HELP, check_paths, fail, pairs, settings
 from mirage.core.config import RunConfig
 from mirage.core.experiments import load_registry
-from mirage.core.overrides import assign, parse_settings, setting_type
+from mirage.core.loaded_plugins import Plugins
+from mirage.core.overrides import assign, merged
+from mirage.core.paths import read_text_file
 from mirage.core.run_index import find_run
-from mirage.core.paths import check_model_path, check_store_path, read_text_file
 from mirage.core.store import RunStore, default_db_path
 from mirage.core.validate import ConfigError, build_config
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  help="MIRAGE: multi-turn agent RL with template-collapse diagnostics.")
 _D = RunConfig()
-
-
-def _pairs(pairs: list[str], flag: str, form: str = "PATH=VALUE") -> dict[str, Any]:
-    """``KEY=VALUE`` options (VALUE as JSON, else a string) as a dict."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            _fail(f"{flag} expects {form}, got {pair!r}")
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
-    return out
 
 
 def _read_config_file(path: Path) -> dict[str, Any]:
@@ -50,70 +35,41 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
-def _set(data: dict, path: str, value: Any) -> None:
-    if value is not None:  # an option not given
-        assign(data, path, value)
-
-
 def _start_data(experiment: Optional[str], registry: Optional[Path],
                 config_file: Optional[Path]) -> dict[str, Any]:
     """Config data from an experiment's base and a config file (command-line options
-    are set on top of it)."""
+    are set on top of it); a copy, never the loaded experiment's own base."""
     data: dict[str, Any] = {}
     try:
         if experiment is not None:
             experiments = load_registry(registry)
             if experiment not in experiments:
-                _fail(f"unknown experiment {experiment!r}; valid: {', '.join(sorted(experiments))}")
+                fail(f"unknown experiment {experiment!r}; valid: {', '.join(sorted(experiments))}")
             data = experiments[experiment].base
-        if config_file is not None:
-            data = _merge(data, _read_config_file(config_file))
+        extra = _read_config_file(config_file) if config_file is not None else {}
     except ConfigError as error:
-        _fail(str(error))
-    return data
+        fail(str(error))
+    return merged(data, extra)
 
 
-def _check_paths(db: Optional[Path], model: Optional[str]) -> None:
-    """Refuse a bad --db or --model before anything is loaded (one line, exit 2)."""
+def _set_options(data: dict[str, Any], named: list[tuple[str, Any]], env_opt: list[str],
+                 fixed: dict[str, Any] | None = None) -> None:
+    """Named options (those given), then --env-opt, then --set (applied last, so it wins)."""
     try:
-        if db is not None:
-            check_store_path(db)
-        if model is not None:
-            check_model_path(model)
+        for path, value in named:
+            if value is not None:  # an option not given
+                assign(data, path, value)
+        if env_opt:
+            assign(data, "env.options", pairs(env_opt, "--env-opt", "KEY=VALUE"))
+        for path, value in (fixed or {}).items():
+            assign(data, path, value)
     except ConfigError as error:
-        _fail(str(error))
-
-
-def _set_options(data: dict[str, Any], pairs: list[tuple[str, Any]], env_opt: list[str],
-                 settings: dict[str, Any] | None = None) -> None:
-    """Named options, then --env-opt, then --set (applied last, so it wins)."""
-    for path, value in pairs:
-        _set(data, path, value)
-    if env_opt:
-        data.setdefault("env", {}).setdefault("options", {}).update(_pairs(env_opt, "--env-opt", "KEY=VALUE"))
-    for path, value in (settings or {}).items():
-        assign(data, path, value)
-
-
-def _settings(pairs: list[str], flag: str = "--set") -> dict[str, Any]:
-    try:
-        return parse_settings(pairs, flag)
-    except ConfigError as error:
-        _fail(str(error))
+        fail(str(error))
 
 
 _F = _D.filter
-REGISTRY_HELP = "experiment registry [default: ./registry.yaml, else the one shipped with the package]"
 
 
-@app.command()
 def run(
     env: Optional[str] = typer.Option(None, help=f"environment name [default: {_D.env.name}]"),
     filter: Optional[str] = typer.Option(None, "--filter", help=f"filter name [default: {_F.name}]"),
@@ -176,13 +132,13 @@ def run(
     from mirage.core.plugin_results import PluginResultError
 
     target = db if db is not None else default_db_path()
-    _check_paths(target, model)
-    settings = _settings(set_)
+    check_paths(target, model)
+    fixed = settings(set_)
     if resume is not None and target.is_file():  # a name or id prefix names the run too
         try:
             resume = find_run(RunStore(target).list_runs(), resume)["run_id"]
         except ConfigError as error:
-            _fail(f"--resume: {error}")
+            fail(f"--resume: {error}")
     if resume is not None:
         given = [name for name, value in (
             ("--env", env), ("--filter", filter), ("--rho", rho), ("--filter-mode", filter_mode),
@@ -195,16 +151,16 @@ def run(
             ("--config", config_file), ("--experiment", experiment), ("--registry", registry),
         ) if value is not None]
         given += (["--env-opt"] if env_opt else []) + (["--logger"] if logger else [])
-        given += [f"--set {p}" for p in settings]
+        given += [f"--set {p}" for p in fixed]
         labels = [flag for flag, value in (("--name", name), ("--tag", tag or None), ("--note", note))
                   if value is not None]
         if given or labels:
-            _fail(f"--resume {resume!r} continues the stored config; {', '.join(given + labels)} cannot "
-                  "be changed (only --steps, to extend it" + ("; relabel a run with core rename, "
-                  "core tag or core note" if labels else "") + ")")
+            fail(f"--resume {resume!r} continues the stored config; {', '.join(given + labels)} cannot "
+                 "be changed (only --steps, to extend it" + ("; relabel a run with core rename, "
+                 "core tag or core note" if labels else "") + ")")
     if name is not None:
         if not name.strip():
-            _fail("--name cannot be empty")
+            fail("--name cannot be empty")
         if target.is_file():
             run_commands.check_new_name(RunStore(target), name)
     data = _start_data(experiment, registry, config_file)
@@ -218,13 +174,13 @@ def run(
         ("algorithm.entropy_coef", entropy_coef),
         ("algorithm.kl_coef", kl_coef), ("validation.every", val_every),
         ("validation.episodes", val_episodes), ("loggers.names", logger or None),
-    ], env_opt, settings)
+    ], env_opt, fixed)
     try:
         config = None if resume else build_config(data)
         run_id = execute(config, target, resume=resume, progress=not quiet,
                          extend_to=steps if resume else None, name=name, tags=tuple(tag), note=note)
     except ConfigError as error:
-        _fail(str(error))
+        fail(str(error))
     except RunStopped as error:
         typer.echo(f"stopped: {error}", err=True)
         raise typer.Exit(1)
@@ -234,7 +190,6 @@ def run(
     typer.echo(f"run {run_id} finished; results in {target}")
 
 
-@app.command()
 def preflight(
     env: Optional[str] = typer.Option(None, help=f"environment name [default: {_D.env.name}]"),
     env_opt: list[str] = typer.Option([], "--env-opt", help="environment option KEY=VALUE (repeatable), e.g. slip=0.1"),
@@ -250,7 +205,7 @@ def preflight(
     share of zero-variance prompts and the verdict of PAPER.md section 4's predictor."""
     from mirage.core.preflight import run_preflight
 
-    _check_paths(None, model)
+    check_paths(None, model)
     data = _start_data(None, None, config_file)
     _set_options(data, [
         ("env.name", env), ("seed", seed), ("model.path", model), ("rollout.prompts", prompts),
@@ -259,11 +214,10 @@ def preflight(
     try:
         report = run_preflight(build_config(data))
     except ConfigError as error:
-        _fail(str(error))
+        fail(str(error))
     typer.echo(report.render())
 
 
-@app.command()
 def experiments(registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP)) -> None:
     """Validate registry.yaml and list its experiments with their cell counts; an
     experiment needing a component no plugin registers is listed with what is missing."""
@@ -272,7 +226,7 @@ def experiments(registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP
     try:
         found = load_registry(registry)
     except ConfigError as error:
-        _fail(str(error))
+        fail(str(error))
     loaded = build_plugins()
     for name, experiment in found.items():
         typer.echo(f"{name}: {len(experiment.cells())} cells - {experiment.description}")
@@ -282,194 +236,6 @@ def experiments(registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP
             typer.echo(f"  cannot start: {error}")
 
 
-_RUNNER_HELP = "cells run on a local process pool (process), threads (thread) or Ray (ray)"
-
-
-@app.command()
-def sweep(
-    experiment: str = typer.Argument(..., help="registry.yaml experiment"),
-    grid: list[str] = typer.Option([], "--grid", help='replace or add an axis PATH=JSON_LIST, e.g. env.options.slip="[0, 0.5]"'),
-    set_: list[str] = typer.Option([], "--set", help="fix PATH=VALUE in every cell, e.g. steps=5"),
-    seeds: Optional[str] = typer.Option(None, help="replicate seeds, comma-separated [default: the experiment's]"),
-    preset: Optional[str] = typer.Option(None, help="shrink every cell: tiny"),
-    force: bool = typer.Option(False, help="recompute cells that already ran"),
-    width: int = typer.Option(2, help="cells at once (1-64)"),
-    runner: str = typer.Option("process", help=_RUNNER_HELP),
-    ray_address: Optional[str] = typer.Option(None, help="Ray cluster address [default: a local Ray]"),
-    db: Optional[Path] = typer.Option(None, help=DB_HELP),
-    registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP),
-) -> None:
-    """Run an experiment's grid in this process (the served deployment does the same)."""
-    import os
-
-    from mirage.flows.cells import plan_cells
-    from mirage.flows.runners import RUNNERS
-
-    from mirage.flows.runners import check_width
-    from mirage.flows.supervise import SUPERVISED, supervise, watch_parent
-
-    if runner not in RUNNERS:
-        _fail(f"unknown runner {runner!r}; valid: {', '.join(RUNNERS)}")
-    try:
-        check_width(width)
-    except ConfigError as error:
-        _fail(str(error))
-    _check_paths(db if db is not None else default_db_path(), None)
-    axes, settings = _pairs(grid, "--grid"), _settings(set_)
-    for path in axes:
-        try:
-            setting_type(path, "--grid")
-        except ConfigError as error:
-            _fail(str(error))
-    try:
-        seed_list = None if seeds is None else [int(s) for s in seeds.split(",")]
-    except ValueError:
-        _fail(f"--seeds expects comma-separated integers, got {seeds!r}")
-    try:  # validate before Prefect starts
-        plan_cells(experiment, registry, grid=axes, settings=settings, seeds=seed_list, preset=preset)
-    except ConfigError as error:
-        _fail(str(error))
-    if not os.environ.get(SUPERVISED):
-        # The flow runs in a child process group this process owns: however this process
-        # ends (a signal, or SIGKILL via the child's watchdog), the group ends with it.
-        argv = ["sweep", experiment, "--width", str(width), "--runner", runner]
-        argv += [a for pair in grid for a in ("--grid", pair)] + [a for pair in set_ for a in ("--set", pair)]
-        for flag, value in (("--seeds", seeds), ("--preset", preset), ("--ray-address", ray_address),
-                            ("--db", db), ("--registry", registry)):
-            argv += [flag, str(value)] if value is not None else []
-        raise typer.Exit(supervise(argv + (["--force"] if force else [])))
-    watch_parent(int(os.environ[SUPERVISED]))
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    from mirage.flows.sweep import sweep as sweep_flow
-
-    state = sweep_flow(experiment, grid=axes, settings=settings, seeds=seed_list, preset=preset,
-                       force=force, width=width, runner=runner, ray_address=ray_address,
-                       db=str(db) if db else None, registry=str(registry) if registry else None,
-                       return_state=True)
-    typer.echo(f"{state.name}: {state.message}")
-    raise typer.Exit(0 if state.is_completed() else 1)
-
-
-@app.command()
-def sweeps(
-    sweep_id: Optional[str] = typer.Argument(None, help="one sweep (an id or its prefix): every cell"),
-    db: Optional[Path] = typer.Option(None, help=DB_HELP),
-    last: int = typer.Option(5, help="how many of the newest sweeps to list"),
-) -> None:
-    """Progress of the store's sweeps, newest first, while they run: one line per sweep
-    with its cell counts, then its running cells (with their step) and failed cells
-    (with the reason). With SWEEP_ID, every cell of that sweep. Reads only."""
-    from mirage.flows.progress import cell_line, read_sweeps
-
-    target = db if db is not None else default_db_path()
-    try:
-        check_store_path(target, write=False)
-    except ConfigError as error:
-        _fail(str(error))
-    if last < 1:
-        _fail(f"--last {last}: expected a count of at least 1")
-    found = read_sweeps(target, last=None if sweep_id else last)
-    if sweep_id is not None:
-        chosen = [s for s in found if s.sweep_id.startswith(sweep_id)]
-        if not chosen:
-            known = ", ".join(s.sweep_id for s in found[:10]) or "none"
-            _fail(f"no sweep {sweep_id!r} in {target}; sweeps: {known}")
-        if len(chosen) > 1:
-            _fail(f"sweep {sweep_id!r} is ambiguous: {', '.join(s.sweep_id for s in chosen)}")
-        found = chosen
-    if not found:
-        typer.echo(f"no sweeps in {target}")
-    for sweep in found:
-        typer.echo(sweep.headline())
-        for cell in sweep.cells:
-            if sweep_id is not None or cell["status"] in ("running", "failed"):
-                typer.echo(f"  {cell_line(cell)}")
-
-
-@app.command()
-def serve(
-    registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP),
-    db: Optional[Path] = typer.Option(None, help=DB_HELP),
-    width: int = typer.Option(2, help="cells at once (deployment default)"),
-    runner: str = typer.Option("process", help=_RUNNER_HELP),
-    ray_address: Optional[str] = typer.Option(None, help="Ray cluster address [default: a local Ray]"),
-    host: str = typer.Option("127.0.0.1", help="local Prefect server host (when PREFECT_API_URL is unset)"),
-    port: int = typer.Option(4200, help="local Prefect server port (when PREFECT_API_URL is unset)"),
-) -> None:
-    """Serve one `sweep` deployment per registry.yaml experiment: run a grid with
-    `prefect deployment run sweep/NAME`. Starts a local Prefect server unless
-    PREFECT_API_URL names one."""
-    from mirage.core.experiments import default_registry_path
-    from mirage.flows.runners import RUNNERS
-    from mirage.flows.runners import check_width
-    from mirage.flows.serve import serve_registry
-
-    if runner not in RUNNERS:
-        _fail(f"unknown runner {runner!r}; valid: {', '.join(RUNNERS)}")
-    try:
-        check_width(width)
-    except ConfigError as error:
-        _fail(str(error))
-    defaults = {
-        "db": str((db or default_db_path()).resolve()),
-        "registry": str((registry or default_registry_path()).resolve()),
-        "width": width, "runner": runner, "ray_address": ray_address,
-    }
-    try:
-        serve_registry(registry, defaults, host, port)
-    except ConfigError as error:
-        _fail(str(error))
-    except RuntimeError as error:
-        _fail(str(error))
-
-
-@app.command()
-def report(
-    results: Optional[Path] = typer.Option(
-        None, help="exported study (Parquet) [default: ./results/reproduction, else the study "
-        "shipped with the package]"),
-    out: Path = typer.Option(Path("docs/reproduction.md"), help="the report to write"),
-    figures: Path = typer.Option(Path("docs/img/reproduction"), help="folder for its figures"),
-    notes: Path = typer.Option(Path("results/reproduction.notes.yaml"), help="the researcher's reading of each verdict"),
-    from_store: Optional[list[Path]] = typer.Option(None, help="first export the finished runs of the --experiment experiments from this store into --results (repeatable: several stores are merged)"),
-    experiment: Optional[list[str]] = typer.Option(None, help="with --from-store: a registry experiment to export (repeatable; default: every study experiment the report reads, 'reproduction', 'collapse' and 'collapse_calibration', those present)"),
-    restore: Optional[Path] = typer.Option(None, help="only rebuild a run store at this new path from --results (for `core app --db`)"),
-) -> None:
-    """Render docs/reproduction.md (tables, figures, verdicts) from the committed study results."""
-    from mirage.report.render import build_report
-    from mirage.report.results import (
-        STUDY_EXPERIMENTS, STUDY_RESULTS, default_results, export_study, restore_study,
-    )
-
-    if restore is not None:
-        results = results or default_results()
-        try:
-            restore_study(results, restore)
-        except (FileNotFoundError, FileExistsError) as error:
-            _fail(str(error))
-        typer.echo(f"restored {results} into {restore}")
-        return
-    if from_store:
-        results = results or STUDY_RESULTS  # the export goes where a checkout keeps it
-        for store in from_store:
-            if not store.exists():
-                _fail(f"store {store} does not exist")
-        try:
-            counts = export_study(from_store, results, experiment or STUDY_EXPERIMENTS)
-        except ValueError as error:
-            _fail(str(error))
-        typer.echo(f"exported {sum(counts.values())} runs to {results} ("
-                   + ", ".join(f"{name}: {count}" for name, count in counts.items()) + ")")
-    results = results or default_results()
-    if not (results / "runs.parquet").exists():
-        _fail(f"{results} holds no exported study; run the study and pass --from-store")
-    findings = build_report(results, out, figures, notes)
-    for finding in findings:
-        typer.echo(f"finding {finding.key}: {finding.verdict}")
-    typer.echo(f"wrote {out} and its figures in {figures}")
-
-
-@app.command()
 def plugins() -> None:
     """List loaded plugins: version, hooks implemented, components registered."""
     from mirage.core.plugins import build_plugins
@@ -484,32 +250,41 @@ def plugins() -> None:
             typer.echo(f"  {kind_name}: {', '.join(names)}")
 
 
-@app.command(name="app")
-def app_command(
-    db: Optional[Path] = typer.Option(None, help=DB_HELP),
-    port: Optional[int] = typer.Option(None, help="port to serve on [default: Streamlit's, 8501]"),
-    headless: bool = typer.Option(False, help="do not open a browser"),
-) -> None:
-    """Compare runs in the Streamlit app (opens the store read-only, one query at a time)."""
-    import os
-
-    from mirage.app.launch import streamlit_argv
-
-    target = db or default_db_path()
-    if target.is_dir():
-        _fail(f"--db {str(target)!r} is a directory; expected a DuckDB file")
-    if port is not None and not 0 < port < 65536:
-        _fail(f"--port {port} is not a port number (1-65535)")
-    argv = streamlit_argv(target, port=port, headless=headless)
-    os.execv(argv[0], argv)  # Streamlit takes over this process (one pid to stop)
+def new_cli() -> typer.Typer:
+    """An empty ``core`` program."""
+    return typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                       help="MIRAGE: multi-turn agent RL with template-collapse diagnostics.")
 
 
-run_commands.register(app)  # runs, show, tag, untag, note, rename, delete, export, diff
+def register(cli: typer.Typer) -> None:
+    """Add core's own commands to ``cli``."""
+    for command in (run, preflight, experiments, plugins):
+        cli.command()(command)
+    run_commands.register(cli)  # runs, show, tag, untag, note, rename, delete, export, diff
 
 
-def main() -> None:
-    app(prog_name="core")
+def build_cli(loaded: Plugins) -> typer.Typer:
+    """The ``core`` program: core's own commands, then each loaded plugin's, through
+    ``mirage_register_commands``. Raises ConfigError naming both plugins when one adds
+    a command name already taken."""
+    cli = new_cli()
+    register(cli)
+    owners = {name: "mirage.core.cli" for name in _command_names(cli)}
+    for impl in loaded.hook.mirage_register_commands.get_hookimpls():
+        before = len(cli.registered_commands)
+        impl.function(cli=cli)
+        for name in _command_names(cli)[before:]:
+            if name in owners:
+                raise ConfigError(f"plugin {impl.plugin_name!r} adds command {name!r}, "
+                                  f"which {owners[name]!r} already adds")
+            owners[name] = impl.plugin_name
+    return cli
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _command_names(cli: typer.Typer) -> list[str]:
+    return [info.name or typer.main.get_command_name(info.callback.__name__)
+            for info in cli.registered_commands]
+
+
+app = new_cli()  # core's own commands only (tests drive them in-process)
+register(app)

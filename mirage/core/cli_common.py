@@ -1,15 +1,21 @@
-"""What every ``core`` command shares: the one-line error and the store it works on."""
+"""What every ``core`` command shares, core's own and those plugins add: the one-line
+error, the store it works on, the ``--set``/``--grid`` parsers and the input checks that
+run before anything is loaded."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import Any, NoReturn, Optional
 
 import typer
 
+from mirage.core.overrides import parse_settings, raw_pairs
+from mirage.core.paths import check_model_path, check_store_path
 from mirage.core.store import default_db_path
+from mirage.core.validate import ConfigError
 
 DB_HELP = "DuckDB run store [default: $MIRAGE_DB or runs/mirage.duckdb]"
+REGISTRY_HELP = "experiment registry [default: ./registry.yaml, else the one shipped with the package]"
 
 
 def fail(message: str) -> NoReturn:
@@ -20,3 +26,32 @@ def fail(message: str) -> NoReturn:
 
 def store_path(db: Optional[Path]) -> Path:
     return db if db is not None else default_db_path()
+
+
+def settings(pairs: list[str], flag: str = "--set") -> dict[str, Any]:
+    """``--set PATH=VALUE`` options typed by the config (:mod:`mirage.core.overrides`);
+    a bad one fails the command."""
+    try:
+        return parse_settings(pairs, flag)
+    except ConfigError as error:
+        fail(str(error))
+
+
+def pairs(given: list[str], flag: str, form: str = "PATH=VALUE") -> dict[str, Any]:
+    """``KEY=VALUE`` options (VALUE as JSON, else text) as a dict; a malformed one fails
+    the command."""
+    try:
+        return raw_pairs(given, flag, form)
+    except ConfigError as error:
+        fail(str(error))
+
+
+def check_paths(db: Optional[Path], model: Optional[str]) -> None:
+    """Refuse a bad --db or --model before anything is loaded (one line, exit 2)."""
+    try:
+        if db is not None:
+            check_store_path(db)
+        if model is not None:
+            check_model_path(model)
+    except ConfigError as error:
+        fail(str(error))

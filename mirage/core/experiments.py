@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mirage.core.config import MAX_SEED, RunConfig
+from mirage.core.overrides import assign, merged
 from mirage.core.paths import read_text_file
 from mirage.core.validate import ConfigError, build_config, one_line, validate_config
 
@@ -69,9 +70,9 @@ class Experiment(BaseModel):
             for variant in self.variants or [{}]:
                 for values in itertools.product(*(self.grid[a] for a in axes)):
                     point = _flatten(variant) | dict(zip(axes, values)) | {"seed": seed}
-                    data = _merge(self.base, variant)
+                    data = merged(self.base, variant)
                     for path, value in point.items():
-                        _assign(data, path, value)
+                        assign(data, path, value)
                     config = build_config(data)
                     if (key := config.run_hash()) not in seen:
                         seen.add(key)
@@ -88,7 +89,7 @@ class Experiment(BaseModel):
         preset) over the base, under the axes and variants. Raises ConfigError naming a
         bad override."""
         data = self.model_dump()
-        data["base"] = _merge(data["base"], preset or {})
+        data["base"] = merged(data["base"], preset or {})
         for path, values in (grid or {}).items():
             if not isinstance(values, list) or not values:
                 raise ConfigError(f"grid axis {path!r} needs a non-empty list of values (got {values!r})")
@@ -99,7 +100,7 @@ class Experiment(BaseModel):
                 continue
             data["grid"] = {a: v for a, v in data["grid"].items() if not _covers(path, a)}
             data["variants"] = [_drop(v, path) for v in data["variants"]]
-            _assign(data["base"], path, value)
+            assign(data["base"], path, value)
         data["variants"] = [v for i, v in enumerate(data["variants"]) if v not in data["variants"][:i]]
         if seeds is not None:
             data["seeds"] = seeds
@@ -161,17 +162,6 @@ def load_registry(path: Path | None = None) -> dict[str, Experiment]:
     return experiments
 
 
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy of ``base`` with ``extra`` merged in (mappings merge, values replace)."""
-    out = {k: _merge(v, {}) if isinstance(v, dict) else v for k, v in base.items()}
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = _merge(value, {}) if isinstance(value, dict) else value
-    return out
-
-
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """``{"rollout": {"prompts": 8}}`` -> ``{"rollout.prompts": 8}`` (env options stay
     one value each)."""
@@ -192,17 +182,5 @@ def _drop(variant: dict[str, Any], setting: str) -> dict[str, Any]:
     flat = {k: v for k, v in _flatten(variant).items() if not _covers(setting, k)}
     out: dict[str, Any] = {}
     for path, value in flat.items():
-        _assign(out, path, value)
+        assign(out, path, value)
     return out
-
-
-def _assign(data: dict[str, Any], path: str, value: Any) -> None:
-    *parents, leaf = path.split(".")
-    for part in parents:
-        data = data.setdefault(part, {})
-        if not isinstance(data, dict):
-            raise ConfigError(f"grid axis {path!r} goes through a non-mapping value")
-    if isinstance(value, dict) and isinstance(data.get(leaf), dict):
-        data[leaf] = _merge(data[leaf], value)
-    else:
-        data[leaf] = value

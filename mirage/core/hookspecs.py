@@ -1,11 +1,14 @@
 """Hook specifications of MIRAGE, in run order.
 
-Three kinds of hooks:
+Four kinds of hooks:
 
 * **registration hooks** (``mirage_register_*``) are called once when the plugin
   manager is built; a plugin calls ``register(name, component)`` for each named
   component it provides. The CLI, ``registry.yaml`` and the app refer to components by
   these names.
+* the **command hook** (``mirage_register_commands``) is called once by the ``core``
+  program as it starts: a plugin adds its own commands to the typer app. The commands
+  of flows, report and app come this way (see :mod:`mirage.builtins`).
 * **run hooks** (``mirage_run_start``, ``mirage_step_end``, ``mirage_run_end``) tell
   observers (experiment trackers, see docs/loggers.md) what the store recorded: the
   built-in ``loggers`` plugin implements them by delegating to the logger components the
@@ -30,6 +33,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import pluggy
 
 if TYPE_CHECKING:
+    import typer
+
     from mirage.core.backend import CrossScores
     from mirage.core.batch import Batch, Selection
     from mirage.core.session import RunSession
@@ -97,6 +102,21 @@ def mirage_register_loggers(register: Register) -> None:
     ``cls(options)`` must subclass :class:`mirage.core.components.Logger`; ``options`` is
     an instance of ``cls.Options`` built from ``loggers.options[name]``.
     Every implementation is called (not firstresult), once per plugin manager.
+    """
+
+
+# --------------------------------------------------------------------------- commands
+
+
+@hookspec
+def mirage_register_commands(cli: typer.Typer) -> None:
+    """Add commands to the ``core`` program: ``cli.command()(sweep)``.
+
+    Receives the typer app holding core's own commands; returns nothing.
+    Every implementation is called (not firstresult), in plugin order, once when the
+    ``core`` program starts (not when a run builds its plugins). A command name already
+    taken fails the program naming both plugins. Bad input to a command should fail
+    with the one-line error, ``mirage.core.cli_common.fail`` (exit 2).
     """
 
 

@@ -12,7 +12,6 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -24,12 +23,15 @@ from mirage.core import threads
 from mirage.core.batch import Batch, Selection, make_batch
 from mirage.core.config import FilterConfig, RunConfig
 from mirage.core.heartbeat import Heartbeat, effective_status, liveness, this_process
-from mirage.core.plugin_errors import EVENT_KIND, PluginError, Suspect, blamed, component, hook_suspects
+from mirage.core.plugin_errors import (
+    EVENT_KIND, PluginError, Suspect, backend_suspect, blamed, component, component_source, hook_suspects,
+)
 from mirage.core.plugin_results import check_metrics, check_selection
 from mirage.core.plugins import Plugins, build_plugins
 from mirage.core.progress import Progress
 from mirage.core.run_hooks import RunHooks
 from mirage.core.run_records import environment_record
+from mirage.core.scoring import score_batch
 from mirage.core.session import RunSession
 from mirage.core.store import GroupRow, RolloutRow, RunStore, new_run_id, stored_values
 from mirage.core.validate import ConfigError, logger_options, validate_config
@@ -60,17 +62,6 @@ def checkpoint_root(store: RunStore, run_id: str) -> Path:
     return store.path.parent / "checkpoints" / run_id
 
 
-def git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-            cwd=Path(__file__).resolve().parent,
-        )
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def step_seeds(seed: int, step: int, count: int) -> list[int]:
     """Prompt seeds of one training step, independent of every other step."""
     return [int(s) for s in np.random.SeedSequence([seed, step]).generate_state(count)]
@@ -90,19 +81,6 @@ def open_session(config: RunConfig, plugins: Plugins, env_options: Any) -> RunSe
         loggers={n: reg.loggers.get(n)(logger_options(config, plugins, n))
                  for n in config.loggers.names},
     )
-
-
-def score_batch(run: RunSession, batch: Batch) -> None:
-    """Old log-probs of every turn under the policy that sampled it."""
-    turns = [turn for t in batch.trajectories for turn in t.turns if turn.response_ids]
-    if not turns:
-        return
-    with blamed("scoring", run.step, lambda: hook_suspects(run, "mirage_score") + [backend_suspect(run)]):
-        logprobs = run.hook.mirage_score(
-            run=run, contexts=[t.context_ids for t in turns], responses=[t.response_ids for t in turns]
-        )
-    for turn, values in zip(turns, logprobs):
-        turn.old_logprobs = values
 
 
 def batch_metrics(batch: Batch, prefix: str) -> dict[str, float]:
@@ -192,16 +170,6 @@ def apply_filter(run: RunSession, batch: Batch) -> Selection:
 
 def diagnostic_source(run: RunSession, name: str) -> str:
     return component_source(run, "diagnostics", name)
-
-
-def component_source(run: RunSession, kind: str, name: str) -> str:
-    """``filter 'top_p' (plugin 'mirage.filters')``: a component of registry ``kind``."""
-    owner = getattr(run.plugins.registries, kind).owner(name)
-    return f"{kind.removesuffix('s')} {name!r} (plugin {owner!r})"
-
-
-def backend_suspect(run: RunSession) -> Suspect:
-    return component(component_source(run, "backends", run.config.model.backend), run.backend)
 
 
 def rollout(run: RunSession, batch: Batch, stage: str) -> None:

@@ -6,6 +6,10 @@ field (``env.options``) any key is allowed. A VALUE is read as the field's type 
 string field takes the text as it is (``filter.name=top_p``), other fields read it as JSON
 (``filter.rho=0.5``, ``diagnostics.names=["mi"]``), and a free-form entry is JSON when it
 parses, else text. An unknown PATH is refused listing the valid ones around it.
+
+Config data (nested mappings) changes only through :func:`assign` and :func:`merged`,
+which every command and ``registry.yaml``'s grids share: a mapping merges into a mapping,
+and :func:`merged` copies, so a loaded experiment's base is never written.
 """
 
 from __future__ import annotations
@@ -103,11 +107,45 @@ def parse_settings(pairs: Iterable[str], flag: str = "--set") -> dict[str, Any]:
 
 
 def assign(data: dict[str, Any], path: str, value: Any) -> None:
-    """Set ``path`` in nested config data, creating sections on the way."""
+    """Set ``path`` in nested config data, creating sections on the way; a mapping value
+    merges into a mapping already there (``env.options={"slip": 0.1}`` keeps the other
+    options). Raises ConfigError when the path goes through a value that is not a mapping."""
     *parents, leaf = path.split(".")
     for part in parents:
         data = data.setdefault(part, {})
-    data[leaf] = value
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path!r} goes through a non-mapping value")
+    if isinstance(value, dict) and isinstance(data.get(leaf), dict):
+        data[leaf] = merged(data[leaf], value)
+    else:
+        data[leaf] = value
+
+
+def merged(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of ``base`` with ``extra`` merged in (mappings merge, values replace);
+    neither argument is changed."""
+    out = {k: merged(v, {}) if isinstance(v, dict) else v for k, v in base.items()}
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = merged(value, {}) if isinstance(value, dict) else value
+    return out
+
+
+def raw_pairs(pairs: Iterable[str], flag: str, form: str = "PATH=VALUE") -> dict[str, Any]:
+    """``KEY=VALUE`` strings as a dict, each VALUE read as JSON when it parses, else as
+    text (``--grid`` axes, ``--env-opt``: typed later, by the config)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{flag} expects {form}, got {pair!r}")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
 
 
 def lookup(data: Mapping[str, Any], path: str) -> Any:

@@ -53,6 +53,17 @@ def hook_suspects(run: Any, hook: str) -> list[Suspect]:
             for impl in reversed(impls)]  # pluggy's own call order
 
 
+def component_source(run: Any, kind: str, name: str) -> str:
+    """``filter 'top_p' (plugin 'mirage.filters')``: a component of registry ``kind``."""
+    owner = getattr(run.plugins.registries, kind).owner(name)
+    return f"{kind.removesuffix('s')} {name!r} (plugin {owner!r})"
+
+
+def backend_suspect(run: Any) -> Suspect:
+    """The run's backend, named by its registry name and plugin."""
+    return component(component_source(run, "backends", run.config.model.backend), run.backend)
+
+
 def plugin_files(module: str) -> tuple[Path, ...]:
     """The files and folders that hold a plugin's code: its top-level package (a
     third-party plugin) or, for a built-in, its own module or package under

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from importlib import metadata
-from typing import Any
 
 import pluggy
 
 from mirage.core import hookspecs
+from mirage.core.loaded_plugins import PluginInfo, Plugins
 from mirage.core.registry import KINDS, Registries
 
 ENTRY_POINT_GROUP = "mirage"
@@ -38,42 +38,6 @@ DEFAULT_PLUGINS = (
 )
 
 
-@dataclass
-class PluginInfo:
-    """One loaded plugin: where it came from and what it contributes."""
-
-    name: str
-    version: str
-    builtin: bool
-    hooks: list[str] = field(default_factory=list)
-    components: dict[str, list[str]] = field(default_factory=dict)
-
-    def as_record(self) -> dict[str, Any]:
-        return {"name": self.name, "version": self.version}
-
-
-@dataclass
-class Plugins:
-    """A plugin manager with its filled registries and a record of what was loaded."""
-
-    manager: pluggy.PluginManager
-    registries: Registries
-    infos: list[PluginInfo]
-
-    @property
-    def hook(self) -> Any:
-        return self.manager.hook
-
-    def records(self) -> list[dict[str, Any]]:
-        return [info.as_record() for info in self.infos]
-
-    def info(self, name: str) -> PluginInfo:
-        for info in self.infos:
-            if info.name == name:
-                return info
-        raise KeyError(name)
-
-
 def _mirage_version() -> str:
     try:
         return metadata.version("mirage-rl")
@@ -90,14 +54,17 @@ def _third_party_entry_points() -> list[metadata.EntryPoint]:
     return [ep for ep in found if allowed is None or ep.name in allowed]
 
 
-def build_plugins(extra: list[tuple[str, object]] = ()) -> Plugins:
-    """Create a manager, load built-ins, entry points and ``extra`` (name, plugin) pairs,
-    then run the registration hooks. No work happens at import time."""
+def build_plugins(extra: Sequence[tuple[str, object]] = (),
+                  builtins: Sequence[str] = DEFAULT_PLUGINS) -> Plugins:
+    """Create a manager, load the ``builtins`` modules (a run's: ``DEFAULT_PLUGINS``; the
+    ``core`` program passes its command plugins, :mod:`mirage.builtins`), entry points
+    and ``extra`` (name, plugin) pairs, then run the registration hooks. No work happens
+    at import time."""
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
     infos: list[PluginInfo] = []
     version = _mirage_version()
-    for module_name in DEFAULT_PLUGINS:
+    for module_name in builtins:
         module = importlib.import_module(module_name)
         manager.register(module, name=module_name)
         infos.append(PluginInfo(module_name, version, builtin=True))

@@ -38,6 +38,12 @@ def git_record() -> dict[str, Any]:
             "diff_sha256": hashlib.sha256(diff.encode()).hexdigest() if diff else None}
 
 
+def git_commit() -> str | None:
+    """The checkout's commit (None outside a git checkout)."""
+    commit = _git("rev-parse", "HEAD")
+    return commit.strip() or None if commit else None
+
+
 def package_versions() -> dict[str, str | None]:
     """Installed versions of ``KEY_PACKAGES`` (None: not installed)."""
     versions: dict[str, str | None] = {}

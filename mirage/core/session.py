@@ -8,7 +8,7 @@ from typing import Any
 from mirage.core.backend import Backend
 from mirage.core.config import RunConfig
 from mirage.core.env import Environment
-from mirage.core.plugins import Plugins
+from mirage.core.loaded_plugins import Plugins
 
 
 @dataclass

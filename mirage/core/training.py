@@ -26,7 +26,7 @@ import torch
 from mirage.core.batch import Turn
 
 if TYPE_CHECKING:
-    from mirage.core.backend import Backend, PolicyOutput
+    from mirage.core.policy_output import PolicyOutput
 
 
 @dataclass
@@ -60,6 +60,20 @@ class LossRecipe(Protocol):
                      tokens: int, share: float) -> tuple[torch.Tensor, dict[str, float]]: ...
 
 
+class InProcessPolicy(Protocol):
+    """The torch primitives :func:`train_step` and :func:`loss_gradients` drive (a
+    single-process :class:`~mirage.core.backend.Backend` provides them; see its docs)."""
+
+    def forward(self, contexts: list[list[int]], responses: list[list[int]]) -> PolicyOutput: ...
+    def values(self, contexts: list[list[int]], responses: list[list[int]]) -> torch.Tensor: ...
+    def reference_logprobs(self, contexts: list[list[int]], responses: list[list[int]]) -> torch.Tensor: ...
+    def freeze_reference(self) -> None: ...
+    def has_reference(self) -> bool: ...
+    def optimizer_step(self, max_grad_norm: float) -> float: ...
+    def critic_step(self, max_grad_norm: float) -> float: ...
+    def gradient(self, loss: torch.Tensor, *, retain_graph: bool = False) -> torch.Tensor: ...
+
+
 def micro_batches(rows: Sequence[Row], size: int) -> list[Sequence[Row]]:
     return [rows[start : start + size] for start in range(0, len(rows), size)]
 
@@ -68,7 +82,7 @@ def _ids(rows: Sequence[Row]) -> tuple[list[list[int]], list[list[int]]]:
     return [r.turn.context_ids for r in rows], [r.turn.response_ids for r in rows]
 
 
-def _reference(backend: "Backend", recipe: LossRecipe, rows: Sequence[Row]) -> torch.Tensor | None:
+def _reference(backend: InProcessPolicy, recipe: LossRecipe, rows: Sequence[Row]) -> torch.Tensor | None:
     """The reference policy's log-probs of ``rows`` when the recipe reads them; the
     reference is the policy as it was when first needed (frozen then)."""
     if not recipe.needs_reference:
@@ -78,7 +92,7 @@ def _reference(backend: "Backend", recipe: LossRecipe, rows: Sequence[Row]) -> t
     return backend.reference_logprobs(*_ids(rows))
 
 
-def train_step(backend: "Backend", rows: Sequence[Row], recipe: LossRecipe) -> dict[str, float]:
+def train_step(backend: InProcessPolicy, rows: Sequence[Row], recipe: LossRecipe) -> dict[str, float]:
     """One optimizer step over ``rows`` in this process: per micro-batch, forward, the
     recipe's loss, backward (the critic's too when rows carry returns); then clip and step.
     Returns the recipe's stats summed over micro-batches, ``grad_norm`` (pre-clip) and,
@@ -109,7 +123,7 @@ def train_step(backend: "Backend", rows: Sequence[Row], recipe: LossRecipe) -> d
     return totals
 
 
-def loss_gradients(backend: "Backend", rows: Sequence[Row], recipe: LossRecipe) -> dict[str, torch.Tensor]:
+def loss_gradients(backend: InProcessPolicy, rows: Sequence[Row], recipe: LossRecipe) -> dict[str, torch.Tensor]:
     """Each loss term's gradient over ``rows`` (one mini-batch, weights set), flattened
     over every policy parameter and summed over micro-batches; nothing accumulates into
     ``.grad`` and no optimizer steps (``Backend.gradient``)."""

@@ -5,5 +5,7 @@
 ``summary`` builds and prints the per-cell table and progress lines; ``progress`` reads
 a running sweep's progress (for ``core sweeps`` and the app); ``runners`` picks the task
 runner (process pool or Ray); ``sweep`` is the flow; ``serve`` serves one deployment per
-experiment. Prefect is imported only by ``task``, ``runners``, ``sweep`` and ``serve``.
+experiment; ``commands`` adds ``core sweep``, ``sweeps`` and ``serve`` to the ``core``
+program (a command plugin). Prefect is imported only by ``task``, ``runners``, ``sweep``
+and ``serve``.
 """

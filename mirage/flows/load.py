@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mirage.core.config import config_hash
-from mirage.core.loop import git_commit
+from mirage.core.run_records import git_commit
 from mirage.core.store import RunStore, new_run_id
 from mirage.flows.cells import CELL_DB, CellSpec, cell_dir, read_outcome
 from mirage.flows.summary import SUMMARY_METRICS

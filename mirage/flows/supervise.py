@@ -58,10 +58,10 @@ def _end_group(pgid: int, signum: int, grace: float) -> None:
 
 
 def supervise(argv: list[str], grace: float = GRACE_SECONDS) -> int:
-    """Run ``python -m mirage.core.cli *argv`` in a new process group and return its exit
-    code; the group never outlives this call (nor this process)."""
+    """Run ``python -m mirage *argv`` (the ``core`` program) in a new process group and
+    return its exit code; the group never outlives this call (nor this process)."""
     env = dict(os.environ, **{SUPERVISED: str(os.getpid())})
-    child = subprocess.Popen([sys.executable, "-m", "mirage.core.cli", *argv], env=env,
+    child = subprocess.Popen([sys.executable, "-m", "mirage", *argv], env=env,
                              start_new_session=True)
     received: list[int] = []
 

@@ -85,7 +85,7 @@ def serve(db: Path, log: Path, *, timeout: float = 90.0) -> Iterator[str]:
     """``core app --db DB --port FREE --headless``; yields its URL once healthy."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
-    command = [sys.executable, "-m", "mirage.core.cli", "app", "--db", str(db),
+    command = [sys.executable, "-m", "mirage", "app", "--db", str(db),
                "--port", str(port), "--headless"]
     with log.open("w") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,

@@ -12,7 +12,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from mirage.core.cli import app
+from mirage.builtins import cli
+
+app = cli()  # the whole core program: `sweep` comes from the flows' command plugin
 
 NOT_UTF8 = b"steps: 3\n# caf\xe9 \xff\xfe\n"
 

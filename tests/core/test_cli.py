@@ -197,3 +197,16 @@ def test_quiet_prints_only_the_result_line(cli, tiny_config_file, tmp_path, monk
     run_id = re.fullmatch(rf"run (\S+) finished; results in {re.escape(str(db))}", line).group(1)
     (backend,) = [e for e in RunStore(db).events(run_id) if e["kind"] == "backend"]
     assert '"warmstart_cached": false' in backend["message"]
+
+
+def test_options_set_on_an_experiment_leave_its_base_alone(monkeypatch):
+    """--experiment starts from a copy of the experiment's base: options never write into it."""
+    from mirage.core import cli as core_cli
+    from mirage.core.experiments import Experiment
+
+    experiment = Experiment(base={"env": {"name": "frozenlake", "options": {"slip": 0.1}}})
+    monkeypatch.setattr(core_cli, "load_registry", lambda registry: {"e": experiment})
+    data = core_cli._start_data("e", None, None)
+    core_cli._set_options(data, [("env.name", "sokoban"), ("steps", None)], ["size=4"], {"steps": 2})
+    assert data == {"env": {"name": "sokoban", "options": {"slip": 0.1, "size": 4}}, "steps": 2}
+    assert experiment.base == {"env": {"name": "frozenlake", "options": {"slip": 0.1}}}

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 def core(cwd: Path, *args: str | Path) -> subprocess.CompletedProcess:
     """``core ARGS`` run from ``cwd`` (with this process's environment)."""
     env = {k: v for k, v in os.environ.items() if k != "MIRAGE_REGISTRY"}
-    return subprocess.run([sys.executable, "-m", "mirage.core.cli", *map(str, args)], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "mirage", *map(str, args)], cwd=cwd,
                           env=env, capture_output=True, text=True, timeout=300)
 
 

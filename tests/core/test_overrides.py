@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirage.core.overrides import MISSING, assign, lookup, parse_settings
+from mirage.core.overrides import MISSING, assign, lookup, merged, parse_settings, raw_pairs
 from mirage.core.validate import ConfigError
 
 
@@ -43,3 +43,29 @@ def test_assign_and_lookup_walk_dotted_paths():
     assert data == {"env": {"options": {"slip": 0.1}}}
     assert lookup(data, "env.options.slip") == 0.1
     assert lookup(data, "env.name") is MISSING and lookup(data, "env.options.slip.x") is MISSING
+
+
+def test_assign_merges_a_mapping_and_refuses_to_go_through_a_value():
+    data = {"env": {"options": {"slip": 0.1, "size": 4}}, "steps": 3}
+    assign(data, "env.options", {"slip": 0.5})
+    assert data["env"]["options"] == {"slip": 0.5, "size": 4}
+    with pytest.raises(ConfigError, match="'steps.x' goes through a non-mapping value"):
+        assign(data, "steps.x", 1)
+
+
+def test_merged_is_a_deep_copy_and_changes_neither_argument():
+    base = {"env": {"options": {"slip": 0.1}}, "steps": 3}
+    extra = {"env": {"options": {"size": 4}}}
+    out = merged(base, extra)
+    assert out == {"env": {"options": {"slip": 0.1, "size": 4}}, "steps": 3}
+    out["env"]["options"]["slip"] = 0.9
+    assign(out, "env.name", "sokoban")
+    assert base == {"env": {"options": {"slip": 0.1}}, "steps": 3}
+    assert extra == {"env": {"options": {"size": 4}}}
+
+
+def test_raw_pairs_read_json_else_text():
+    assert raw_pairs(["slip=0.1", "layout=open", "axis=[0, 0.5]"], "--grid") == {
+        "slip": 0.1, "layout": "open", "axis": [0, 0.5]}
+    with pytest.raises(ConfigError, match="--env-opt expects KEY=VALUE, got 'slip'"):
+        raw_pairs(["slip"], "--env-opt", "KEY=VALUE")

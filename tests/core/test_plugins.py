@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pluggy
 import pytest
 
+from mirage.builtins import COMMAND_PLUGINS
 from mirage.core import hookspecs
 from mirage.core import plugins as plugins_module
 from mirage.core.batch import Batch, Group, Selection, Trajectory
@@ -295,9 +296,10 @@ def test_hookspec_docstring_says_whether_the_first_result_wins(name):
 
 @pytest.mark.parametrize("name", sorted(hookspec_functions()))
 def test_every_hookspec_has_a_builtin_implementation(name):
-    loaded = build_plugins()
+    builtins = DEFAULT_PLUGINS + COMMAND_PLUGINS  # a run's built-ins and the core program's
+    loaded = build_plugins(builtins=builtins)
     implementers = {impl.plugin_name for impl in getattr(loaded.hook, name).get_hookimpls()}
-    assert implementers & set(DEFAULT_PLUGINS), f"{name} has no built-in implementation"
+    assert implementers & set(builtins), f"{name} has no built-in implementation"
 
 
 def test_every_builtin_hookimpl_matches_a_hookspec():

@@ -78,7 +78,7 @@ def scratch(tmp_path: Path, populated_store: Path) -> Path:
     bin_dir = tmp_path / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
     core = bin_dir / "core"
-    core.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m mirage.core.cli "$@"\n')
+    core.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m mirage "$@"\n')
     core.chmod(core.stat().st_mode | stat.S_IEXEC)
     return tmp_path
 

@@ -114,7 +114,7 @@ def test_gradient_decomposition_leaves_the_model_as_it_was(tiny_config, algo):
             turn.reward = 0.0
     for k, trajectory in enumerate(batch.groups[1].trajectories):  # group 1: varied
         trajectory.turns[-1].reward = float(k)
-    from mirage.core.loop import score_batch
+    from mirage.core.scoring import score_batch
     score_batch(session, batch)
     session.backend.freeze_reference()
     model = session.backend.model

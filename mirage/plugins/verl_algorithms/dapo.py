@@ -20,6 +20,7 @@ import numpy as np
 from mirage.core.batch import Batch, Group, Trajectory, make_batch
 from mirage.core.config import AlgorithmConfig, RunConfig
 from mirage.core.returns import returns_equal
+from mirage.core.scoring import score_batch
 
 
 def overlong_penalty(length: int, max_new_tokens: int, buffer: int, penalty: float) -> float:
@@ -57,8 +58,6 @@ def has_signal(group: Group) -> bool:
 
 def dynamic_sampling(run, batch: Batch, config: RunConfig) -> tuple[list[Group], dict[str, float]]:
     """The kept groups with signal, refilled from extra rollout rounds; with metrics."""
-    from mirage.core.loop import score_batch  # old log-probs, exactly as the loop scores
-
     target = len(batch.kept_groups())
     groups = [g for g in batch.kept_groups() if has_signal(g)]
     dropped = target - len(groups)

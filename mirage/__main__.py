@@ -1,0 +1,5 @@
+"""``python -m mirage``: the ``core`` program."""
+
+from mirage.builtins import main
+
+main()

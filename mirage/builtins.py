@@ -1,0 +1,41 @@
+"""The ``core`` program's entry point, with the built-in plugins of the floors above core.
+
+``mirage/core`` imports nothing from flows, report or app. Their commands reach the
+``core`` program as plugins, through the ``mirage_register_commands`` hook, and they are
+listed here, outside core: not in ``mirage.core.plugins.DEFAULT_PLUGINS`` (what a run
+loads; core would name the floors above it) and not as entry points (the autoload switch
+and allowlist would drop ``core sweep``, and a change would need a reinstall to count).
+``python -m mirage`` and the installed ``core`` script run :func:`main`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import typer
+
+from mirage.core.cli import build_cli
+from mirage.core.plugins import build_plugins
+from mirage.core.validate import ConfigError
+
+COMMAND_PLUGINS = (
+    "mirage.flows.commands",   # sweep, sweeps, serve
+    "mirage.report.commands",  # report
+    "mirage.app.commands",     # app
+)
+
+
+def cli(extra: Sequence[tuple[str, object]] = ()) -> typer.Typer:
+    """The whole ``core`` program: core's own commands, then those of ``COMMAND_PLUGINS``,
+    of the installed entry points and of ``extra`` (name, plugin) pairs."""
+    return build_cli(build_plugins(extra, builtins=COMMAND_PLUGINS))
+
+
+def main() -> None:
+    try:
+        program = cli()
+    except ConfigError as error:  # two plugins add one command name
+        typer.echo(f"error: {error}", err=True)
+        sys.exit(2)
+    program(prog_name="core")

@@ -1,0 +1,27 @@
+"""The score stage: old log-probs of a batch under the policy that sampled it. The run
+loop calls it after every rollout, and so does an algorithm that samples extra rounds
+(dapo's dynamic sampling), so both score exactly alike."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mirage.core.plugin_errors import backend_suspect, blamed, hook_suspects
+
+if TYPE_CHECKING:
+    from mirage.core.batch import Batch
+    from mirage.core.session import RunSession
+
+
+def score_batch(run: RunSession, batch: Batch) -> None:
+    """Set ``old_logprobs`` on every turn with a response, through ``mirage_score``; an
+    error names the plugin (or backend) whose code raised it."""
+    turns = [turn for t in batch.trajectories for turn in t.turns if turn.response_ids]
+    if not turns:
+        return
+    with blamed("scoring", run.step, lambda: hook_suspects(run, "mirage_score") + [backend_suspect(run)]):
+        logprobs = run.hook.mirage_score(
+            run=run, contexts=[t.context_ids for t in turns], responses=[t.response_ids for t in turns]
+        )
+    for turn, values in zip(turns, logprobs):
+        turn.old_logprobs = values

@@ -1,0 +1,63 @@
+"""``core report``: render docs/reproduction.md from the study's results. A built-in
+command plugin (listed in :mod:`mirage.builtins`): the ``core`` program asks it for its
+command through ``mirage_register_commands``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from mirage.core.cli_common import fail
+from mirage.core.hookspecs import hookimpl
+
+
+def report(
+    results: Optional[Path] = typer.Option(
+        None, help="exported study (Parquet) [default: ./results/reproduction, else the study "
+        "shipped with the package]"),
+    out: Path = typer.Option(Path("docs/reproduction.md"), help="the report to write"),
+    figures: Path = typer.Option(Path("docs/img/reproduction"), help="folder for its figures"),
+    notes: Path = typer.Option(Path("results/reproduction.notes.yaml"), help="the researcher's reading of each verdict"),
+    from_store: Optional[list[Path]] = typer.Option(None, help="first export the finished runs of the --experiment experiments from this store into --results (repeatable: several stores are merged)"),
+    experiment: Optional[list[str]] = typer.Option(None, help="with --from-store: a registry experiment to export (repeatable; default: every study experiment the report reads, 'reproduction', 'collapse' and 'collapse_calibration', those present)"),
+    restore: Optional[Path] = typer.Option(None, help="only rebuild a run store at this new path from --results (for `core app --db`)"),
+) -> None:
+    """Render docs/reproduction.md (tables, figures, verdicts) from the committed study results."""
+    from mirage.report.render import build_report
+    from mirage.report.results import (
+        STUDY_EXPERIMENTS, STUDY_RESULTS, default_results, export_study, restore_study,
+    )
+
+    if restore is not None:
+        results = results or default_results()
+        try:
+            restore_study(results, restore)
+        except (FileNotFoundError, FileExistsError) as error:
+            fail(str(error))
+        typer.echo(f"restored {results} into {restore}")
+        return
+    if from_store:
+        results = results or STUDY_RESULTS  # the export goes where a checkout keeps it
+        for store in from_store:
+            if not store.exists():
+                fail(f"store {store} does not exist")
+        try:
+            counts = export_study(from_store, results, experiment or STUDY_EXPERIMENTS)
+        except ValueError as error:
+            fail(str(error))
+        typer.echo(f"exported {sum(counts.values())} runs to {results} ("
+                   + ", ".join(f"{name}: {count}" for name, count in counts.items()) + ")")
+    results = results or default_results()
+    if not (results / "runs.parquet").exists():
+        fail(f"{results} holds no exported study; run the study and pass --from-store")
+    findings = build_report(results, out, figures, notes)
+    for finding in findings:
+        typer.echo(f"finding {finding.key}: {finding.verdict}")
+    typer.echo(f"wrote {out} and its figures in {figures}")
+
+
+@hookimpl
+def mirage_register_commands(cli: typer.Typer) -> None:
+    cli.command()(report)
