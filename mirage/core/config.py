@@ -89,6 +89,10 @@ class FilterConfig(_Section):
     meaning; the reference code's choices are options."""
 
     name: str = "top_p"
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="the chosen filter's own options, checked by its "
+        "Options (core plugins --options NAME), e.g. {quartile: 2} for the quartile filter"
+    )
     rho: float = Field(
         0.9, description="top_p: kept share of the score mass; top_k, entropy, length: kept "
         "fraction of the prompts; trajectory: kept share of each group's squared-deviation mass"
@@ -162,6 +166,10 @@ class AlgorithmConfig(_Section):
     iteration is the default (see bench/learning.py)."""
 
     name: str = "grpo"
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="the chosen algorithm's own options, checked by its "
+        "Options (core plugins --options NAME)"
+    )
     lr: float = Field(5e-5, gt=0, description="actor (policy) learning rate")
     entropy_coef: float = Field(0.001, ge=0)
     kl_coef: float = Field(0.0, ge=0, description="KL penalty to the initial policy; 0: off (the reference)")
@@ -255,6 +263,10 @@ class ModelConfig(_Section):
     built from ``hidden``/``layers``/``heads`` and warm-started on demonstrations."""
 
     backend: str = "local"
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="the chosen backend's own options, checked by its "
+        "Options (core plugins --options NAME)"
+    )
     path: str | None = Field(None, description="checkpoint directory or hub id")
     hidden: int = Field(128, ge=8)
     layers: int = Field(4, ge=1)
