@@ -89,7 +89,7 @@ def test_tiny_run_finishes_and_records_its_provenance(tiny_run):
     config = RunConfig.model_validate(row["config"])
     assert (config.env.name, config.steps, config.rollout.prompts, config.rollout.group_size) == (
         "frozenlake", 4, 2, 4)
-    assert (config.model.hidden, config.model.layers, config.model.heads) == (32, 1, 2)
+    assert {k: config.model.options[k] for k in ("hidden", "layers", "heads")} == {"hidden": 32, "layers": 1, "heads": 2}
     backend = [e for e in store.events(run_id) if e["kind"] == "backend"]
     assert len(backend) == 1 and backend[0]["step"] == 0
     facts = json.loads(backend[0]["message"])
@@ -160,7 +160,7 @@ def test_tiny_run_group_rows(tiny_run):
 
 def determinism_config(data: dict) -> RunConfig:
     # a longer warm start so that answers (and rewards) vary; filter none so every step updates
-    data["model"]["warmstart_steps"] = 100
+    data["model"]["options"]["warmstart_steps"] = 100
     data["filter"] = {"name": "none"}
     data["steps"] = 3
     data["validation"]["every"] = 3
