@@ -312,7 +312,8 @@ def test_killed_run_resumes_without_duplicates(make_config_file, tiny_config, tm
 @pytest.fixture
 def saved_tiny_model(tmp_path) -> Path:
     """A tiny untrained model and a word tokenizer saved like a Hugging Face checkpoint."""
-    from mirage.core.config import EnvConfig, ModelConfig
+    from mirage.core.config import EnvConfig
+    from mirage.plugins.backend_local.options import LocalOptions
     from mirage.core.demos import collect_demonstrations
     from mirage.envs.frozenlake import FrozenLake, FrozenLakeOptions
     from mirage.plugins.backend_local.model import build_tiny_model
@@ -321,7 +322,7 @@ def saved_tiny_model(tmp_path) -> Path:
     demos = collect_demonstrations(FrozenLake, FrozenLakeOptions(),
                                    EnvConfig(name="frozenlake", show_instruction=True), 10, 0)
     tokenizer = build_word_tokenizer(c + "\n" + r for c, r in demos.pairs)
-    model = build_tiny_model(ModelConfig(hidden=32, layers=1, heads=2), len(tokenizer),
+    model = build_tiny_model(LocalOptions(hidden=32, layers=1, heads=2), len(tokenizer),
                              tokenizer.pad_token_id, tokenizer.eos_token_id,
                              tokenizer.bos_token_id)
     target = tmp_path / "tiny-model"
