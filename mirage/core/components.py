@@ -24,7 +24,12 @@ class Algorithm(Protocol):
 
 class Filter(Protocol):
     """Built as ``cls(config: FilterConfig)``. A filter that ranks by reward variance
-    sets the class attribute ``requires_variance = True`` (validation then demands G >= 2)."""
+    sets the class attribute ``requires_variance = True`` (validation then demands G >= 2).
+
+    Optional: a class ``Options`` (a pydantic model, ``extra="forbid"``), the filter's own
+    settings, read as ``cls.Options(**config.options)``; validation checks
+    ``filter.options`` against it (mirage/core/options.py). Algorithms (``algorithm.options``)
+    and backends (``model.options``) declare theirs the same way."""
 
     def __init__(self, config: "FilterConfig") -> None: ...
 

@@ -4,10 +4,9 @@ A component class (environment, filter, backend, algorithm, logger) may declare
 ``Options``, a pydantic model with ``extra="forbid"`` whose defaults are the component's.
 The run config holds the settings given for the chosen component as plain data in its
 section (``env.options``, ``filter.options``, ``model.options`` for the backend,
-``algorithm.options``, ``loggers.options[name]``); :func:`component_options` checks them
-against the class's ``Options`` before any work starts
-(:func:`mirage.core.validate.component_options`). A class without ``Options`` takes
-none.
+``algorithm.options``, ``loggers.options[name]``);
+:func:`mirage.core.validate.component_options` checks them against the class's
+``Options`` before any work starts. A class without ``Options`` takes none.
 """
 
 from __future__ import annotations
