@@ -23,6 +23,7 @@ import torch
 from mirage.core import threads
 from mirage.core.loop import run_step
 from mirage.core.validate import build_config
+from mirage.plugins.backend_local.options import LocalOptions
 from common import prepared_session  # bench/common.py, beside this script
 
 
@@ -47,7 +48,7 @@ def main() -> None:
     args = parser.parse_args()
     chosen = threads.apply(args.threads or "auto")
     base = build_config({"seed": 0})
-    hidden = base.model.hidden
+    hidden = LocalOptions(**base.model.options).hidden
     peak = max(matmul_rate((4096, hidden, 3 * hidden)), matmul_rate((4096, 3 * hidden, hidden)))
     print(f"{chosen.count} thread(s) ({chosen.reason}); matmul limit on the model's shapes: "
           f"{peak / 1e9:.1f} GFLOP/s")

@@ -3,7 +3,7 @@
 Trains the default policy's warm start for each seed and each ``--steps`` value (in a
 temporary cache, so nothing cached is reused or replaced), then plays the fixed
 validation rooms greedy and at temperature 0.5 and prints one row per setting. This is
-the measurement behind the default ``model.warmstart_steps`` (docs/warm-start.md).
+the measurement behind the default ``model.options.warmstart_steps`` (docs/warm-start.md).
 
     .venv/bin/python bench/warmstart.py [--env sokoban] [--seeds 0 1] [--steps 600 1200]
                                         [--batch 64] [--lr 2e-3] [--episodes 128]
@@ -55,8 +55,8 @@ def main() -> None:
         for steps in args.steps:
             config = RunConfig.model_validate({
                 "env": {"name": args.env}, "seed": seed, "threads": args.threads,
-                "model": {"warmstart_steps": steps, "warmstart_batch": args.batch,
-                          "warmstart_lr": args.lr},
+                "model": {"options": {"warmstart_steps": steps, "warmstart_batch": args.batch,
+                                      "warmstart_lr": args.lr}},
             })
             run = open_session(config, plugins, validate_config(config, plugins))
             started = time.perf_counter()

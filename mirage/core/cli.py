@@ -236,11 +236,25 @@ def experiments(registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP
             typer.echo(f"  cannot start: {error}")
 
 
-def plugins() -> None:
+def plugins(
+    options: Optional[str] = typer.Option(
+        None, "--options", metavar="NAME", help="show component NAME's own options (env, filter, "
+        "backend, algorithm, diagnostic or logger) with types, defaults and descriptions"),
+) -> None:
     """List loaded plugins: version, hooks implemented, components registered."""
+    from mirage.core.options import render_options
     from mirage.core.plugins import build_plugins
+    from mirage.core.registry import KINDS
 
     loaded = build_plugins()
+    if options is not None:
+        registries = [loaded.registries.of(kind) for kind in KINDS]
+        found = [(reg.kind[:-1], reg.get(options)) for reg in registries if options in reg]
+        if not found:
+            valid = sorted({name for reg in registries for name in reg.names()})
+            _fail(f"--options: unknown component {options!r}; valid: {', '.join(valid)}")
+        typer.echo("\n".join(render_options(kind, options, cls) for kind, cls in found))
+        return
     for info in loaded.infos:
         kind = "built-in" if info.builtin else "entry point"
         typer.echo(f"{info.name} {info.version} ({kind})")

@@ -41,7 +41,12 @@ class Algorithm(ABC):
 
 class Filter(ABC):
     """Built as ``cls(config: FilterConfig)``; ``select`` says which groups (or
-    trajectories) of the batch the update trains on."""
+    trajectories) of the batch the update trains on.
+
+    Optional: a class ``Options`` (a pydantic model, ``extra="forbid"``), the filter's own
+    settings, read as ``cls.Options(**config.options)``; validation checks
+    ``filter.options`` against it (mirage/core/options.py). Algorithms (``algorithm.options``)
+    and backends (``model.options``) declare theirs the same way."""
 
     requires_variance: ClassVar[bool] = False
     """True for a filter that ranks by reward variance: validation then demands G >= 2."""

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from mirage.core import config_legacy
+
 
 # Bounds on inputs, checked before any work (issue 22). Seeds feed numpy's SeedSequence
 # and DuckDB BIGINT columns, which take unsigned 32-bit seeds safely.
@@ -89,6 +91,10 @@ class FilterConfig(_Section):
     meaning; the reference code's choices are options."""
 
     name: str = "top_p"
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="the chosen filter's own options, checked by its "
+        "Options (core plugins --options NAME), e.g. {quartile: 2} for the quartile filter"
+    )
     rho: float = Field(
         0.9, description="top_p: kept share of the score mass; top_k, entropy, length: kept "
         "fraction of the prompts; trajectory: kept share of each group's squared-deviation mass"
@@ -114,10 +120,6 @@ class FilterConfig(_Section):
         False, description="also multiply advantages by rho (the paper's step-size matching)"
     )
     max_empty_steps: int = Field(5, ge=1, description="stop the run after this many steps in a row with nothing kept")
-    quartile: int = Field(
-        1, ge=1, le=4, description="quartile filter: train only on this reward-score quartile "
-        "of the batch (1: highest, 4: lowest), a quarter of the prompts (PAPER.md section 5)"
-    )
 
     @field_validator("rho")
     @classmethod
@@ -162,6 +164,10 @@ class AlgorithmConfig(_Section):
     iteration is the default (see bench/learning.py)."""
 
     name: str = "grpo"
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="the chosen algorithm's own options, checked by its "
+        "Options (core plugins --options NAME)"
+    )
     lr: float = Field(5e-5, gt=0, description="actor (policy) learning rate")
     entropy_coef: float = Field(0.001, ge=0)
     kl_coef: float = Field(0.0, ge=0, description="KL penalty to the initial policy; 0: off (the reference)")
@@ -251,32 +257,18 @@ class AlgorithmConfig(_Section):
 
 
 class ModelConfig(_Section):
-    """The policy. ``path`` loads any Hugging Face causal LM; otherwise a tiny model is
-    built from ``hidden``/``layers``/``heads`` and warm-started on demonstrations."""
+    """The policy and the backend that runs it. ``path`` loads any Hugging Face causal LM;
+    otherwise the backend builds its own (the local backend: a tiny model warm-started on
+    demonstrations, shaped by its options). Settings every backend reads live here; a
+    backend's own (the local backend's ``hidden``, ``warmstart_steps``, ...) are its
+    ``options`` (``core plugins --options local``)."""
 
     backend: str = "local"
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="the chosen backend's own options, checked by its "
+        "Options (core plugins --options NAME)"
+    )
     path: str | None = Field(None, description="checkpoint directory or hub id")
-    hidden: int = Field(128, ge=8)
-    layers: int = Field(4, ge=1)
-    heads: int = Field(4, ge=1)
-    warmstart_episodes: int = Field(3000, ge=0)
-    warmstart_steps: int = Field(
-        1200, ge=0, description="optimizer steps; at 600 the Sokoban policy of some seeds never "
-        "learned to read the state (greedy success 0.02 vs 0.57 at 1200, docs/warm-start.md)"
-    )
-    warmstart_batch: int = Field(64, ge=1)
-    warmstart_lr: float = Field(2e-3, gt=0)
-    warmstart_seed: int | None = Field(
-        None, ge=0, description="seed of the demonstrations and the supervised warm start (None: "
-        "the run seed); one value for every run of a study starts them all from one policy, as "
-        "the paper's runs share one base model, so seeds differ only in their RL",
-    )
-    warmstart_env_options: dict[str, Any] = Field(
-        default_factory=dict,
-        description="environment options replaced for the demonstrations only, e.g. "
-        "{slip: 0.0}: every cell of a FrozenLake stochasticity sweep starts from the policy "
-        "warm-started on the deterministic lake, as the paper's cells share one base model",
-    )
     dtype: Literal["float32", "bfloat16"] = Field(
         "float32", description="compute precision of the local backend: bfloat16 runs the "
         "policy, reference and critic under bfloat16 autocast with float32 weights and optimizer "
@@ -286,16 +278,6 @@ class ModelConfig(_Section):
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="where the local backend runs: auto is cuda when a GPU is visible, "
         "else cpu; cuda refuses to start without one. The warm start trains on the CPU",
-    )
-    vllm_gpu_memory: float = Field(
-        0.5, gt=0, le=1, description="--backend vllm on a GPU: the share of GPU memory the vLLM "
-        "engine reserves (weights and key/value cache); the torch trainer uses the rest "
-        "(docs/vllm.md)",
-    )
-    decoder: Literal["lean", "generate"] = Field(
-        "lean", description="how the local backend samples: its lean decode loop (the same samples "
-        "as transformers' generate for a fixed seed, several times faster on CPU; Qwen2-architecture "
-        "models, others fall back) or transformers' model.generate",
     )
 
 
@@ -398,6 +380,11 @@ class RunConfig(_Section):
         "code, not by users); stored with every run so sweeps never reuse a run of another version",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _current_layout(cls, data: Any) -> Any:
+        return config_legacy.migrate(data)  # configs stored before components owned options
+
     @model_validator(mode="after")
     def _batch_fits(self) -> "RunConfig":
         trajectories = self.rollout.prompts * self.rollout.group_size
@@ -441,8 +428,10 @@ def config_hash(data: dict[str, Any]) -> str:
     stored configs lack it) unchanged, and their cached results stay reusable. A stored
     config records the ``results_version`` it ran under (absent: 1); runs of another
     version never share a hash with this one's. The ``loggers`` section is left out: a
-    run mirrored to an experiment tracker computes the same results as one that is not."""
-    data = dict(data)
+    run mirrored to an experiment tracker computes the same results as one that is not.
+    Data of either layout (:mod:`mirage.core.config_legacy`) is hashed in the flat layout
+    of runs stored before components owned their options, so no hash changed with it."""
+    data = config_legacy.hash_view(data)
     data.pop("loggers", None)  # where results are mirrored, not what they are
     version = data.pop("results_version", 1)  # configs stored before the field existed
     text = json.dumps({"results_version": version, "config": _non_default(data, _default_dump())},
@@ -452,8 +441,9 @@ def config_hash(data: dict[str, Any]) -> str:
 
 @functools.cache
 def _default_dump() -> dict[str, Any]:
-    """The built-in defaults as JSON data, built once per process (only read, never changed)."""
-    return RunConfig().model_dump(mode="json")
+    """The built-in defaults as JSON data in the hashed layout, built once per process (only
+    read, never changed)."""
+    return config_legacy.hash_defaults(RunConfig().model_dump(mode="json"))
 
 
 def _non_default(data: Any, default: Any) -> Any:

@@ -21,6 +21,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from mirage.core import config_legacy
 from mirage.core.config import RunConfig
 from mirage.core.validate import ConfigError
 
@@ -102,6 +103,7 @@ def parse_settings(pairs: Iterable[str], flag: str = "--set") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in pairs:
         path, raw = split_pair(pair, flag)
+        path = config_legacy.new_path(path)  # model.hidden=32 still works: model.options.hidden
         out[path] = parse_value(path, raw, flag)
     return out
 

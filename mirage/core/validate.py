@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from mirage.core.config import RunConfig
+from mirage.core.options import options_class
 from mirage.core.plugins import Plugins
 from mirage.core.registry import UnknownComponentError
 
@@ -33,9 +34,26 @@ def build_config(data: dict[str, Any]) -> RunConfig:
         raise ConfigError(one_line(error)) from None
 
 
+def component_options(cls: type, given: Mapping[str, Any], kind: str, name: str, where: str) -> BaseModel:
+    """``cls.Options`` built from ``given`` (found at config path ``where``). Raises
+    ConfigError in one line: an unknown option names the component and lists the valid
+    ones; a bad value names its path."""
+    options_cls = options_class(cls)
+    valid = list(options_cls.model_fields)
+    for key in given:
+        if key not in valid:
+            raise ConfigError(f"unknown option {key!r} for {kind} {name!r} ({where}{key}); "
+                              f"valid: {', '.join(valid) or '(none)'}")
+    try:
+        return options_cls(**given)
+    except ValidationError as error:
+        raise ConfigError(one_line(error, prefix=where)) from None
+
+
 def validate_config(config: RunConfig, plugins: Plugins) -> Any:
-    """Raise ConfigError unless every name resolves and every value fits; return the
-    environment's validated options."""
+    """Raise ConfigError unless every name resolves and every value fits (each chosen
+    component's options included, mirage/core/options.py); return the environment's
+    validated options."""
     reg = plugins.registries
     try:
         env_cls = reg.envs.get(config.env.name)
@@ -48,12 +66,11 @@ def validate_config(config: RunConfig, plugins: Plugins) -> Any:
             reg.loggers.get(name)
     except UnknownComponentError as error:
         raise ConfigError(str(error)) from None
-    try:
-        options = env_cls.Options(**config.env.options)
-    except ValidationError as error:
-        raise ConfigError(one_line(error, prefix=f"{config.env.name} option ")) from None
-    except TypeError as error:
-        raise ConfigError(f"invalid {config.env.name} options: {error}") from None
+    options = component_options(env_cls, config.env.options, "env", config.env.name, "env.options.")
+    component_options(filter_cls, config.filter.options, "filter", config.filter.name, "filter.options.")
+    component_options(backend_cls, config.model.options, "backend", config.model.backend, "model.options.")
+    component_options(algorithm_cls, config.algorithm.options, "algorithm", config.algorithm.name,
+                      "algorithm.options.")
     # e.g. DeepCoder refuses to run model-written code where its sandbox cannot isolate it
     if problem := env_cls.options_problem(options):
         raise ConfigError(f"{config.env.name}: {problem}")
@@ -79,7 +96,5 @@ def logger_options(config: RunConfig, plugins: Plugins, name: str) -> Any:
     """Logger ``name``'s ``Options`` built from ``loggers.options[name]`` (ConfigError if
     they do not fit)."""
     logger_cls = plugins.registries.loggers.get(name)
-    try:
-        return logger_cls.Options(**config.loggers.options.get(name, {}))
-    except ValidationError as error:
-        raise ConfigError(one_line(error, prefix=f"loggers.options.{name}.")) from None
+    return component_options(logger_cls, config.loggers.options.get(name, {}), "logger", name,
+                             f"loggers.options.{name}.")

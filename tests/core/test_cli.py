@@ -190,7 +190,7 @@ def test_quiet_prints_only_the_result_line(cli, tiny_config_file, tmp_path, monk
     monkeypatch.setenv("MIRAGE_CACHE", str(tmp_path / "fresh-cache"))
     db = tmp_path / "runs.duckdb"
     code, out, err = cli("run", "--config", tiny_config_file, "--db", db, "--quiet", "--steps", "1",
-                         "--set", "model.warmstart_steps=3")
+                         "--set", "model.options.warmstart_steps=3")
     assert code == 0, err
     assert err == ""
     (line,) = out.splitlines()

@@ -58,7 +58,7 @@ def test_sampling_and_quartile_experiments_use_real_options(plugins):
     found = load_registry(REPO / "registry.yaml")
     sampling = [(c.rollout.temperature, c.rollout.top_p, c.rollout.min_p) for _, c in found["sampling"].cells()]
     assert sampling == [(1.0, 1.0, 0.0), (0.7, 1.0, 0.0), (1.0, 0.9, 0.0), (1.0, 1.0, 0.2)]
-    assert [c.filter.quartile for _, c in found["quartiles"].cells()] == [1, 2, 3, 4]
+    assert [c.filter.options["quartile"] for _, c in found["quartiles"].cells()] == [1, 2, 3, 4]
     for name in ("sampling", "quartiles", "stochasticity", "algorithms", "keep", "filter_metric"):
         found[name].check(plugins)
 

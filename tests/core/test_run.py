@@ -89,7 +89,7 @@ def test_tiny_run_finishes_and_records_its_provenance(tiny_run):
     config = RunConfig.model_validate(row["config"])
     assert (config.env.name, config.steps, config.rollout.prompts, config.rollout.group_size) == (
         "frozenlake", 4, 2, 4)
-    assert (config.model.hidden, config.model.layers, config.model.heads) == (32, 1, 2)
+    assert {k: config.model.options[k] for k in ("hidden", "layers", "heads")} == {"hidden": 32, "layers": 1, "heads": 2}
     backend = [e for e in store.events(run_id) if e["kind"] == "backend"]
     assert len(backend) == 1 and backend[0]["step"] == 0
     facts = json.loads(backend[0]["message"])
@@ -160,7 +160,7 @@ def test_tiny_run_group_rows(tiny_run):
 
 def determinism_config(data: dict) -> RunConfig:
     # a longer warm start so that answers (and rewards) vary; filter none so every step updates
-    data["model"]["warmstart_steps"] = 100
+    data["model"]["options"]["warmstart_steps"] = 100
     data["filter"] = {"name": "none"}
     data["steps"] = 3
     data["validation"]["every"] = 3
@@ -312,7 +312,8 @@ def test_killed_run_resumes_without_duplicates(make_config_file, tiny_config, tm
 @pytest.fixture
 def saved_tiny_model(tmp_path) -> Path:
     """A tiny untrained model and a word tokenizer saved like a Hugging Face checkpoint."""
-    from mirage.core.config import EnvConfig, ModelConfig
+    from mirage.core.config import EnvConfig
+    from mirage.plugins.backend_local.options import LocalOptions
     from mirage.core.demos import collect_demonstrations
     from mirage.envs.frozenlake import FrozenLake, FrozenLakeOptions
     from mirage.plugins.backend_local.model import build_tiny_model
@@ -321,7 +322,7 @@ def saved_tiny_model(tmp_path) -> Path:
     demos = collect_demonstrations(FrozenLake, FrozenLakeOptions(),
                                    EnvConfig(name="frozenlake", show_instruction=True), 10, 0)
     tokenizer = build_word_tokenizer(c + "\n" + r for c, r in demos.pairs)
-    model = build_tiny_model(ModelConfig(hidden=32, layers=1, heads=2), len(tokenizer),
+    model = build_tiny_model(LocalOptions(hidden=32, layers=1, heads=2), len(tokenizer),
                              tokenizer.pad_token_id, tokenizer.eos_token_id,
                              tokenizer.bos_token_id)
     target = tmp_path / "tiny-model"

@@ -25,7 +25,7 @@ def test_cells_of_a_shrunk_stochasticity_grid():
         config = RunConfig.model_validate(cell.config)
         assert cell.config_hash == config.run_hash()  # the cache key
         assert cell.experiment == "stochasticity" and config.seed == cell.seed
-        assert config.model.hidden == TINY["model"]["hidden"] and config.threads == 1
+        assert config.model.options["hidden"] == TINY["model"]["options"]["hidden"] and config.threads == 1
         assert config.filter.name == "top_p" and config.env.name == "frozenlake"
     assert len({c.config_hash for c in cells}) == 4
 

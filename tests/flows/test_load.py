@@ -105,11 +105,11 @@ def test_a_run_stored_before_a_setting_existed_is_still_reused(tmp_path):
 
     main = RunStore(tmp_path / "main.duckdb")
     older = RunConfig(steps=2).model_dump(mode="json")
-    del older["model"]["warmstart_env_options"]  # as stored before the setting was added
+    del older["validation"]["seed"]  # as stored before the setting was added
     main.create_run("old", older, [], None)
     main.set_status("old", "finished")
     assert completed_runs(main) == {RunConfig(steps=2).run_hash(): "old"}
-    changed = RunConfig(steps=2, model={"warmstart_env_options": {"slip": 0.0}}).run_hash()
+    changed = RunConfig(steps=2, model={"options": {"warmstart_env_options": {"slip": 0.0}}}).run_hash()
     assert changed not in completed_runs(main)
     assert RunConfig(steps=2, seed=1).run_hash() != RunConfig(steps=2).run_hash()
 
@@ -136,7 +136,7 @@ def test_a_cell_left_unloaded_is_only_reused_for_the_config_it_ran(tmp_path):
 
     root = tmp_path / "cells"
     now = RunConfig(steps=2).model_dump(mode="json")
-    before = RunConfig(steps=2, model={"warmstart_steps": 7}).model_dump(mode="json")
+    before = RunConfig(steps=2, model={"options": {"warmstart_steps": 7}}).model_dump(mode="json")
     current = CellSpec("e", "c", 0, now, RunConfig(steps=2).run_hash())
     write_cell(root, current, config=before)  # what an older default left under this name
     assert not ran_before(root, current)

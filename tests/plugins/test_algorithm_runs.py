@@ -67,7 +67,7 @@ def test_each_algorithm_resolves_its_preset(algo, tiny_config):
     data = tiny_config()
     data["algorithm"] = {"name": algo}
     resolved = build_config(data).algorithm.model_dump()
-    assert resolved == {"name": algo, **RESOLVED[algo]}
+    assert resolved == {"name": algo, "options": {}, **RESOLVED[algo]}
 
 
 def test_presets_name_exactly_the_registered_algorithms():

@@ -16,7 +16,7 @@ RESPONSES = [[9, 10, 11, 12], [13]]
 @pytest.fixture
 def backend(tmp_path_factory, tiny_config):
     data = tiny_config()
-    data["model"].update(warmstart_episodes=10, warmstart_steps=2)
+    data["model"]["options"].update(warmstart_episodes=10, warmstart_steps=2)
     data["algorithm"] = {"name": "ppo"}
     b = LocalBackend(build_config(data))
     b.prepare(FrozenLake, tmp_path_factory.getbasetemp() / "critic-warmstart-cache")

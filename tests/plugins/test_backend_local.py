@@ -15,7 +15,18 @@ from mirage.core.episode import build_context, format_response, start_episode
 from mirage.core.validate import build_config
 from mirage.envs.frozenlake import FrozenLake
 from mirage.plugins.backend_local.model import load_pretrained
-from mirage.plugins.backend_local.warmstart import warm_start
+from mirage.plugins.backend_local.options import LocalOptions
+from mirage.plugins.backend_local.warmstart import cache_key, warm_start
+
+
+def local_options(config) -> LocalOptions:
+    """The local backend's options of ``config`` (``model.options``)."""
+    return LocalOptions(**config.model.options)
+
+
+def key(config) -> str:
+    """The warm start's cache key for ``config`` on FrozenLake."""
+    return cache_key(config, local_options(config), FrozenLake)
 
 
 def sample_texts() -> list[str]:
@@ -32,11 +43,12 @@ def sample_texts() -> list[str]:
 @pytest.fixture(scope="module")
 def built_and_cached(tmp_path_factory, tiny_config):
     data = tiny_config()
-    data["model"].update(warmstart_episodes=10, warmstart_steps=2)
+    data["model"]["options"].update(warmstart_episodes=10, warmstart_steps=2)
     config = build_config(data)
+    options = local_options(config)
     cache = tmp_path_factory.mktemp("warmstart-cache")
-    built = warm_start(config, FrozenLake, cache)
-    cached = warm_start(config, FrozenLake, cache)
+    built = warm_start(config, options, FrozenLake, cache)
+    cached = warm_start(config, options, FrozenLake, cache)
     return built, cached
 
 
@@ -88,39 +100,39 @@ def test_warmstart_env_options_share_one_warm_start_across_a_slip_sweep(tiny_con
     """Cells of a stochasticity sweep that set ``model.warmstart_env_options: {slip: 0}``
     start from the deterministic lake's warm start: the same cache entry as a slip-0 run,
     and demonstrations collected without slip."""
-    from mirage.plugins.backend_local.warmstart import cache_key, demo_options
+    from mirage.plugins.backend_local.warmstart import demo_options
 
     def config(slip: float, override: dict) -> object:
         data = tiny_config()
         data["env"]["options"] = {"slip": slip}
-        data["model"]["warmstart_env_options"] = override
+        data["model"]["options"]["warmstart_env_options"] = override
         return build_config(data)
 
     plain = config(0.0, {})
     swept = [config(slip, {"slip": 0.0}) for slip in (0.2, 0.8)]
-    assert demo_options(swept[0], FrozenLake) == {}
-    assert {cache_key(c, FrozenLake) for c in swept} == {cache_key(plain, FrozenLake)}
+    assert demo_options(swept[0], local_options(swept[0]), FrozenLake) == {}
+    assert {key(c) for c in swept} == {key(plain)}
     own = config(0.2, {})
-    assert demo_options(own, FrozenLake) == {"slip": 0.2}
-    assert cache_key(own, FrozenLake) != cache_key(plain, FrozenLake)
+    assert demo_options(own, local_options(own), FrozenLake) == {"slip": 0.2}
+    assert key(own) != key(plain)
 
 
 def test_warmstart_seed_shares_one_warm_start_across_run_seeds(tiny_config):
     """``model.warmstart_seed`` starts runs of different seeds from one policy (one cache
     entry, the one a run of that seed builds by default); unset, each seed has its own."""
-    from mirage.plugins.backend_local.warmstart import cache_key, warmstart_seed
+    from mirage.plugins.backend_local.warmstart import warmstart_seed
 
     def config(seed: int, shared: int | None) -> object:
         data = tiny_config()
         data["env"] = {"name": "frozenlake"}
         data["seed"] = seed
-        data["model"]["warmstart_seed"] = shared
+        data["model"]["options"]["warmstart_seed"] = shared
         return build_config(data)
 
     shared = [config(seed, 0) for seed in (0, 1, 2)]
-    assert [warmstart_seed(c) for c in shared] == [0, 0, 0]
-    assert {cache_key(c, FrozenLake) for c in shared} == {cache_key(config(0, None), FrozenLake)}
-    assert cache_key(config(1, None), FrozenLake) != cache_key(config(0, None), FrozenLake)
+    assert [warmstart_seed(c, local_options(c)) for c in shared] == [0, 0, 0]
+    assert {key(c) for c in shared} == {key(config(0, None))}
+    assert key(config(1, None)) != key(config(0, None))
 
 
 def test_models_loaded_in_two_threads_at_once_are_whole(built_and_cached, tmp_path):

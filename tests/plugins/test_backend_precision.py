@@ -19,6 +19,7 @@ from mirage.core.validate import build_config
 from mirage.envs.frozenlake import FrozenLake
 from mirage.plugins.backend_local import precision
 from mirage.plugins.backend_local.backend import LocalBackend
+from mirage.plugins.backend_local.options import LocalOptions
 from mirage.plugins.backend_local.warmstart import cache_key
 
 no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible here")
@@ -40,14 +41,15 @@ def test_new_defaults_keep_run_hashes_and_the_warm_start_cache(tiny_config):
     assert RunConfig().run_hash() == DEFAULT_RUN_HASH
     config = build_config(tiny(tiny_config) | {"steps": 2})
     assert config.run_hash() == TINY_RUN_HASH
-    assert cache_key(config, FrozenLake) == TINY_WARMSTART_KEY
+    assert cache_key(config, LocalOptions(**config.model.options), FrozenLake) == TINY_WARMSTART_KEY
 
 
 def test_device_and_dtype_are_not_in_the_warm_start_key(tiny_config):
     plain = build_config(tiny(tiny_config))
     chosen = build_config(tiny(tiny_config, device="cpu", dtype="bfloat16"))
     assert chosen.run_hash() != plain.run_hash()  # they change what a run computes
-    assert cache_key(chosen, FrozenLake) == cache_key(plain, FrozenLake)  # the warm start is float32 on the CPU
+    assert cache_key(chosen, LocalOptions(**chosen.model.options), FrozenLake) == cache_key(
+        plain, LocalOptions(**plain.model.options), FrozenLake)  # the warm start is float32 on the CPU
 
 
 def test_float32_computes_without_autocast():

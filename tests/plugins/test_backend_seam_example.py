@@ -29,7 +29,8 @@ def doc_example() -> ModuleType:
 
 def run_metrics(backend: str, db: Path, plugins) -> dict[tuple[int, str], float]:
     data = {"env": {"name": "frozenlake"}, **copy.deepcopy(TINY), "steps": 2, "seed": 3}
-    data["model"] |= {"backend": backend, "warmstart_episodes": 200, "warmstart_steps": 300}
+    data["model"]["backend"] = backend
+    data["model"]["options"] |= {"warmstart_episodes": 200, "warmstart_steps": 300}
     data["rollout"] |= {"temperature": 1.5}
     data["diagnostics"] = {"names": ["reward", "grad"], "gradient_every": 1}
     execute(build_config(data), db, plugins=plugins, progress=False)

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from mirage.core.loop import execute
+from mirage.core.presets import TINY
 from mirage.core.plugins import build_plugins
 from mirage.core.store import RunStore
 from mirage.core.validate import build_config
@@ -45,7 +46,8 @@ def fake_vllm(monkeypatch):
 
 def engine_config(tiny_config, **sections) -> dict:
     data = tiny_config()
-    data["model"] |= ENGINE_MODEL | {"backend": "vllm"}
+    data["model"]["options"] |= ENGINE_MODEL
+    data["model"]["backend"] = "vllm"
     data["filter"] = {"name": "none"}
     for name, values in sections.items():
         data[name] = values if not isinstance(data.get(name), dict) else data[name] | values
@@ -208,17 +210,23 @@ def test_requests_get_seeds_from_the_run_so_samples_repeat(fake_vllm, tiny_confi
 
 # ------------------------------------------------------------------ refusals
 def test_model_support_reads_the_head_size(tmp_path):
-    config = build_config({"model": {"hidden": 32, "heads": 2}})
-    assert "head size 16" in support.unsupported_model(config, on_gpu=False)
-    assert support.unsupported_model(config, on_gpu=True) is None
+    config = build_config({"model": {"backend": "vllm", "options": {"hidden": 32, "heads": 2}}})
+    options = VLLMBackend.Options(**config.model.options)
+    assert "head size 16" in support.unsupported_model(config, options, on_gpu=False)
+    assert support.unsupported_model(config, options, on_gpu=True) is None
     checkpoint = tmp_path / "ckpt"
     checkpoint.mkdir()
     (checkpoint / "config.json").write_text(json.dumps({"hidden_size": 896, "num_attention_heads": 14}))
-    assert support.head_size(build_config({"model": {"path": str(checkpoint)}})) == 64
+    assert support.head_size(build_config({"model": {"path": str(checkpoint)}}), options) == 64
     (checkpoint / "config.json").write_text(json.dumps({"hidden_size": 64, "num_attention_heads": 4,
                                                         "head_dim": 16}))
-    refused = support.unsupported_model(build_config({"model": {"path": str(checkpoint)}}), on_gpu=False)
+    refused = support.unsupported_model(build_config({"model": {"path": str(checkpoint)}}), options, on_gpu=False)
     assert f"--model {checkpoint}" in refused and "head size 16" in refused
+
+
+def tiny_model(options: dict) -> dict:
+    """The tiny preset's model section with some of the backend's options replaced."""
+    return {"options": TINY["model"]["options"] | options}
 
 
 def refused(cli, tmp_path, make_config_file, model: dict) -> str:
@@ -235,7 +243,7 @@ def refused(cli, tmp_path, make_config_file, model: dict) -> str:
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
 def test_run_without_vllm_fails_in_one_line(cli, tmp_path, make_config_file, tiny_config):
-    line = refused(cli, tmp_path, make_config_file, tiny_config()["model"] | ENGINE_MODEL)
+    line = refused(cli, tmp_path, make_config_file, tiny_model(ENGINE_MODEL))
     assert "--backend vllm needs vLLM, which is not installed" in line and "docs/gpu.md" in line
 
 
@@ -245,7 +253,7 @@ def test_run_with_a_head_size_vllm_cannot_run_on_cpu_fails_in_one_line(
         pytest.skip("the head-size limit is vLLM's on CPU")
     repo = str(Path(__file__).resolve().parents[2])
     monkeypatch.setenv("PYTHONPATH", f"{repo}:{FAKES}")  # vLLM importable: the fake
-    line = refused(cli, tmp_path, make_config_file, tiny_config()["model"] | {"hidden": 32, "heads": 2})
+    line = refused(cli, tmp_path, make_config_file, tiny_model({"hidden": 32, "heads": 2}))
     assert "attention head size 16" in line and "at least 32" in line
 
 

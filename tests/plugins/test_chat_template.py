@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from mirage.core.batch import make_batch
-from mirage.core.config import EnvConfig, ModelConfig, RunConfig
+from mirage.core.config import EnvConfig, RunConfig
+from mirage.plugins.backend_local.options import LocalOptions
 from mirage.core.demos import collect_demonstrations
 from mirage.core.episode import THINK
 from mirage.core.loop import open_session
@@ -35,7 +36,7 @@ def templated_model(tmp_path_factory) -> Path:
     tokenizer.add_special_tokens({"additional_special_tokens": MARKERS})
     tokenizer.add_tokens(["user", "assistant"])
     tokenizer.chat_template = TEMPLATE
-    model = build_tiny_model(ModelConfig(hidden=32, layers=1, heads=2), len(tokenizer), tokenizer.pad_token_id,
+    model = build_tiny_model(LocalOptions(hidden=32, layers=1, heads=2), len(tokenizer), tokenizer.pad_token_id,
                              tokenizer.eos_token_id, tokenizer.bos_token_id)
     target = tmp_path_factory.mktemp("templated") / "model"
     model.save_pretrained(target)

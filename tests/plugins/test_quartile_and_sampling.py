@@ -32,7 +32,7 @@ RETURNS = [[1, 1, 1, 1], [1, 0, 1, 0], [0, 0, 0, 0], [1, 0, 0, 0],
 ])
 def test_quartile_filter_keeps_one_quarter_of_the_ranking(quartile, expected):
     batch = Batch(step=1, groups=[group(i, r) for i, r in enumerate(RETURNS)])
-    selection = QuartileFilter(FilterConfig(name="quartile", quartile=quartile)).select(batch)
+    selection = QuartileFilter(FilterConfig(name="quartile", options={"quartile": quartile})).select(batch)
     assert selection.kept_groups == expected
     assert selection.metrics["filter/kept_ratio"] == pytest.approx(0.25)
 
@@ -44,9 +44,14 @@ def test_quartile_indices_keep_at_least_one_and_cover_the_batch():
     assert quartile_indices(scores, 4, keep="smallest") == [2]  # the ranking reversed
 
 
-def test_quartile_must_be_one_to_four():
-    with pytest.raises(ValueError):
-        FilterConfig(quartile=5)
+def test_quartile_must_be_one_to_four(tiny_config):
+    from mirage.core.plugins import build_plugins
+    from mirage.core.validate import ConfigError, validate_config
+
+    config = build_config(tiny_config() | {"filter": {"name": "quartile", "options": {"quartile": 5}}})
+    with pytest.raises(ConfigError, match=r"^invalid filter\.options\.quartile: Input should be less than "
+                                          r"or equal to 4 \(got 5\)$"):
+        validate_config(config, build_plugins())
 
 
 @pytest.mark.parametrize("decoder", ["generate", "lean"])
@@ -58,12 +63,12 @@ def test_rollout_sampling_options_reach_generate(monkeypatch, tiny_config, decod
 
     data = tiny_config()
     data["rollout"] |= {"top_p": 0.9, "min_p": 0.2}
-    data["model"] |= {"decoder": decoder}
+    data["model"]["options"] |= {"decoder": decoder}
     config = build_config(data)
     backend = LocalBackend(config)
     backend.tokenizer = build_word_tokenizer(["a b c", "c b a"])
     tok = backend.tokenizer
-    backend.model = build_tiny_model(config.model, len(tok), tok.pad_token_id, tok.eos_token_id,
+    backend.model = build_tiny_model(backend.options, len(tok), tok.pad_token_id, tok.eos_token_id,
                                      tok.bos_token_id)
     seen = []
     if decoder == "generate":
@@ -98,7 +103,7 @@ def test_min_p_truncates_the_sampled_tokens(tiny_config):
     backend.tokenizer = build_word_tokenizer(["a b c d e f g", "g f e d c b a"])
     tok = backend.tokenizer
     torch.manual_seed(0)
-    backend.model = build_tiny_model(config.model, len(tok), tok.pad_token_id, tok.eos_token_id,
+    backend.model = build_tiny_model(backend.options, len(tok), tok.pad_token_id, tok.eos_token_id,
                                      tok.bos_token_id)
     ids = [backend.encode("a b c")] * 8
     greedy = backend.generate(ids, temperature=1.0, greedy=True, max_new_tokens=6)

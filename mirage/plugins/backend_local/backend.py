@@ -16,6 +16,7 @@ from mirage.core.config import RunConfig
 from mirage.plugins.backend_local import chat_template, cross_scoring, decode, precision
 from mirage.plugins.backend_local import model as model_lib
 from mirage.plugins.backend_local.critic import ValueModel
+from mirage.plugins.backend_local.options import LocalOptions
 from mirage.plugins.backend_local.warmstart import warm_start
 
 SCORE_CHUNK = 128  # MEASURED.md: chunks of 128 score faster than one big batch on CPU
@@ -26,9 +27,11 @@ class LocalBackend(Backend):
     or bfloat16 mixed precision (``model.dtype``, precision.py)."""
 
     supports_critic = True
+    Options = LocalOptions
 
     def __init__(self, config: RunConfig):
         super().__init__(config)
+        self.options = self.Options(**config.model.options)
         hf_logging.disable_progress_bar()  # our own bar shows progress; theirs is per file
         self.device = precision.resolve_device(config.model.device)
         self.model = None
@@ -52,7 +55,7 @@ class LocalBackend(Backend):
             self.model, self.tokenizer = model_lib.load_pretrained(cfg.path)
             facts: dict[str, Any] = {"model_source": cfg.path}
         else:
-            self.model, self.tokenizer, facts = warm_start(self.config, env_cls, cache_dir,
+            self.model, self.tokenizer, facts = warm_start(self.config, self.options, env_cls, cache_dir,
                                                               progress=progress)
         self.model.to(self.device)  # the warm start trained (and cached) it in float32 on the CPU
         self.optimizer = torch.optim.AdamW(
@@ -64,7 +67,7 @@ class LocalBackend(Backend):
         if self.config.env.chat_template and not facts["chat_template"]:
             facts["chat_template_missing"] = "the tokenizer has no chat template: prompts encoded as they are"
         facts["decoder"] = self.decoder()
-        if self.config.model.decoder == "lean" and facts["decoder"] != "lean":
+        if self.options.decoder == "lean" and facts["decoder"] != "lean":
             facts["decoder_fallback"] = decode.unsupported(self.model)
         return facts
 
@@ -109,7 +112,7 @@ class LocalBackend(Backend):
 
     def decoder(self) -> str:
         """``lean`` (decode.py) when configured and the model allows it, else ``generate``."""
-        if self.config.model.decoder == "lean" and decode.unsupported(self.model) is None:
+        if self.options.decoder == "lean" and decode.unsupported(self.model) is None:
             return "lean"
         return "generate"
 

@@ -17,7 +17,7 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
-from mirage.core.config import ModelConfig
+from mirage.plugins.backend_local.options import LocalOptions
 from mirage.core.paths import checkpoint_problem
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -38,7 +38,7 @@ def model_source_error(path: str) -> str | None:
     return None
 
 
-def build_tiny_model(config: ModelConfig, vocab_size: int, pad_id: int, eos_id: int, bos_id: int):
+def build_tiny_model(config: LocalOptions, vocab_size: int, pad_id: int, eos_id: int, bos_id: int):
     """A small Qwen2-architecture causal LM with tied embeddings."""
     qwen = Qwen2Config(
         vocab_size=vocab_size,

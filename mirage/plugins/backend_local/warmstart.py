@@ -24,60 +24,59 @@ from tqdm import tqdm
 from mirage.core.config import RunConfig
 from mirage.core.demos import collect_demonstrations
 from mirage.plugins.backend_local import model as model_lib
+from mirage.plugins.backend_local.options import WARM_START_SHAPE, LocalOptions
 from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
 
 WARMSTART_VERSION = "1"
 
 
-def demo_options(config: RunConfig, env_cls) -> dict[str, Any]:
+def demo_options(config: RunConfig, options: LocalOptions, env_cls) -> dict[str, Any]:
     """The environment options the demonstrations are collected under: the run's, with
-    ``model.warmstart_env_options`` replacing some, and options left at their default
+    the backend's ``warmstart_env_options`` replacing some, and options left at their default
     dropped (so ``{slip: 0.0}`` and ``{}`` name the same warm start)."""
-    merged = {**config.env.options, **config.model.warmstart_env_options}
+    merged = {**config.env.options, **options.warmstart_env_options}
     fields = env_cls.Options.model_fields
     resolved = env_cls.Options(**merged).model_dump(mode="json")
     return {name: resolved[name] for name in merged
             if fields[name].is_required() or resolved[name] != fields[name].get_default(call_default_factory=True)}
 
 
-def cache_key(config: RunConfig, env_cls) -> str:
+def cache_key(config: RunConfig, options: LocalOptions, env_cls) -> str:
     env_config = config.env.model_dump(mode="json")
-    env_config["options"] = demo_options(config, env_cls)
+    env_config["options"] = demo_options(config, options, env_cls)
     env_config.pop("chat_template")  # the tiny policy's tokenizer has none: it never applies
     parts = {
         "version": WARMSTART_VERSION,
         "env": [env_cls.name, env_cls.version],
         "env_config": env_config,
-        "model": config.model.model_dump(
-            mode="json", exclude={"backend", "path", "dtype", "device", "decoder", "vllm_gpu_memory",
-                                  "warmstart_env_options", "warmstart_seed"}
-        ),
-        "seed": warmstart_seed(config),
+        "model": options.model_dump(mode="json", include=set(WARM_START_SHAPE)),
+        "seed": warmstart_seed(config, options),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def warmstart_seed(config: RunConfig) -> int:
-    """The seed the warm start is built with: ``model.warmstart_seed``, else the run seed."""
-    seed = config.model.warmstart_seed
+def warmstart_seed(config: RunConfig, options: LocalOptions) -> int:
+    """The seed the warm start is built with: the backend's ``warmstart_seed``, else the run seed."""
+    seed = options.warmstart_seed
     return config.seed if seed is None else seed
 
 
-def warm_start(config: RunConfig, env_cls, cache_dir: Path, *, progress: bool = True):
+def warm_start(config: RunConfig, options: LocalOptions, env_cls, cache_dir: Path, *,
+               progress: bool = True):
     """Return (model, tokenizer, facts), building and caching them if needed; ``progress``
     shows the build's bar on stderr."""
-    target = cache_dir / "warmstart" / f"{env_cls.name}-{cache_key(config, env_cls)}"
+    target = cache_dir / "warmstart" / f"{env_cls.name}-{cache_key(config, options, env_cls)}"
     facts_file = target / "warmstart.json"
     if facts_file.exists():
         model, tokenizer = model_lib.load_pretrained(str(target))
         facts = json.loads(facts_file.read_text())
         return model, tokenizer, {**facts, "warmstart_cached": True}
 
-    cfg = config.model
+    cfg = options
     started = time.perf_counter()
-    options = env_cls.Options(**demo_options(config, env_cls))
-    seed = warmstart_seed(config)
-    demos = collect_demonstrations(env_cls, options, config.env, cfg.warmstart_episodes, seed)
+    env_options = env_cls.Options(**demo_options(config, options, env_cls))
+    seed = warmstart_seed(config, options)
+    demos = collect_demonstrations(env_cls, env_options, config.env, cfg.warmstart_episodes, seed)
     tokenizer = build_word_tokenizer(c + "\n" + r for c, r in demos.pairs)
     torch.manual_seed(seed)
     model = model_lib.build_tiny_model(

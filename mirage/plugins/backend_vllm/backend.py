@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import Field
 
 from mirage.core.backend import PolicyOutput
 from mirage.core.config import RunConfig
 from mirage.plugins.backend_local.backend import LocalBackend
+from mirage.plugins.backend_local.options import LocalOptions
 from mirage.plugins.backend_vllm import support
 from mirage.plugins.backend_vllm.agreement import SamplerAgreement
 from mirage.plugins.backend_vllm.sampling import cut_response, sampled_logprobs, sampling_arguments
@@ -21,10 +23,21 @@ from mirage.plugins.backend_vllm.sampling import cut_response, sampled_logprobs,
 SEED_BOUND = 2**31 - 1  # per-request seeds are drawn below this
 
 
+class VLLMOptions(LocalOptions):
+    """The local backend's options (the policy it trains is the local one) and the engine's."""
+
+    gpu_memory: float = Field(
+        0.5, gt=0, le=1, description="on a GPU: the share of GPU memory the vLLM engine reserves "
+        "(weights and key/value cache); the torch trainer uses the rest (docs/vllm.md)",
+    )
+
+
 class VLLMBackend(LocalBackend):
     """Scoring, cross-scoring, the update and checkpoints on the local torch policy;
     :meth:`generate` on a vLLM engine holding a copy of its weights, refreshed by
     :meth:`sync_weights` whenever an optimizer step or a load changed them."""
+
+    Options = VLLMOptions
 
     def __init__(self, config: RunConfig):
         super().__init__(config)
@@ -37,7 +50,8 @@ class VLLMBackend(LocalBackend):
     @classmethod
     def config_problem(cls, config: RunConfig) -> str | None:
         return (super().config_problem(config) or support.vllm_missing()
-                or support.unsupported_model(config, on_gpu=torch.cuda.is_available()))
+                or support.unsupported_model(config, cls.Options(**config.model.options),
+                                               on_gpu=torch.cuda.is_available()))
 
     def prepare(self, env_cls, cache_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         facts = super().prepare(env_cls, cache_dir, progress=progress)
@@ -56,7 +70,7 @@ class VLLMBackend(LocalBackend):
             model=str(self.engine_dir), dtype=self.config.model.dtype, seed=self.config.seed,
             # sample only as the run says: no defaults from the checkpoint's generation config
             generation_config="vllm",
-            gpu_memory_utilization=self.config.model.vllm_gpu_memory,
+            gpu_memory_utilization=self.options.gpu_memory,
         )
         self.synced_version = self.weights_version
         return facts | {"decoder": "vllm", "vllm_version": getattr(vllm, "__version__", "unknown")}

@@ -21,12 +21,13 @@ def vllm_missing() -> str | None:
     return None
 
 
-def head_size(config: RunConfig) -> int | None:
-    """The policy's attention head size: the tiny model's hidden / heads, a local
-    checkpoint's from its config.json; None when unknown (a hub id not downloaded yet)."""
+def head_size(config: RunConfig, options) -> int | None:
+    """The policy's attention head size: the tiny model's hidden / heads (``options``, the
+    backend's), a local checkpoint's from its config.json; None when unknown (a hub id not
+    downloaded yet)."""
     model = config.model
     if not model.path:
-        return model.hidden // model.heads
+        return options.hidden // options.heads
     settings = Path(model.path).expanduser() / "config.json"
     if not settings.is_file():
         return None
@@ -38,12 +39,12 @@ def head_size(config: RunConfig) -> int | None:
     return None
 
 
-def unsupported_model(config: RunConfig, *, on_gpu: bool) -> str | None:
+def unsupported_model(config: RunConfig, options, *, on_gpu: bool) -> str | None:
     """Why vLLM cannot run the configured policy here, or None."""
-    size = head_size(config)
+    size = head_size(config, options)
     if not on_gpu and size is not None and size < MIN_CPU_HEAD_SIZE:
         where = (f"--model {config.model.path}" if config.model.path
-                 else f"the tiny model (hidden {config.model.hidden} / heads {config.model.heads})")
+                 else f"the tiny model (hidden {options.hidden} / heads {options.heads})")
         return (f"--backend vllm: {where} has attention head size {size}; vLLM on CPU needs "
-                f"at least {MIN_CPU_HEAD_SIZE} (raise model.hidden or lower model.heads, or use a GPU)")
+                f"at least {MIN_CPU_HEAD_SIZE} (raise model.options.hidden or lower model.options.heads, or use a GPU)")
     return None

@@ -8,7 +8,10 @@ from Q1 to Q4. Every group is ranked (zero-variance groups fill the lowest quart
 
 from __future__ import annotations
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from mirage.core.batch import Batch, Selection
+from mirage.core.config import FilterConfig
 from mirage.plugins.filters.metrics import selection_metrics
 from mirage.plugins.filters.rules import ranking
 from mirage.plugins.filters.scores import group_scores
@@ -23,10 +26,25 @@ def quartile_indices(scores: list[float], quartile: int, keep: str = "largest") 
     return sorted(ranked[start:end])
 
 
+class QuartileOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    quartile: int = Field(
+        1, ge=1, le=4, description="train only on this reward-score quartile of the batch "
+        "(1: highest, 4: lowest), a quarter of the prompts (PAPER.md section 5)"
+    )
+
+
 class QuartileFilter(RankingFilter):
-    """Keeps the groups in quartile ``FilterConfig.quartile`` of the score ranking."""
+    """Keeps the groups in quartile ``filter.options.quartile`` of the score ranking."""
+
+    Options = QuartileOptions
+
+    def __init__(self, config: FilterConfig):
+        super().__init__(config)
+        self.options = self.Options(**config.options)
 
     def select(self, batch: Batch) -> Selection:
         scores = group_scores(batch, self.config.score)
-        kept = quartile_indices(scores, self.config.quartile, self.config.keep)
+        kept = quartile_indices(scores, self.options.quartile, self.config.keep)
         return Selection(kept, metrics=selection_metrics(batch, scores, kept))

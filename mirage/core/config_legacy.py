@@ -1,0 +1,103 @@
+"""The one migration of run config data from the flat layout of runs stored before
+components owned their options (issue #21).
+
+Until then the run config held some components' own settings in its sections:
+``filter.quartile`` (the quartile filter's), ``model.hidden``/``layers``/``heads``/
+``warmstart_*``/``decoder`` (the local backend's) and ``model.vllm_gpu_memory`` (the vLLM
+backend's). They now live in the chosen component's options (``filter.options``,
+``model.options``). :func:`migrate` rewrites old data to the new layout before
+validation; it is applied by ``RunConfig`` itself, so stored configs, registry files and
+config files of either layout load.
+
+Run hashes (:func:`mirage.core.config.config_hash`) name sweep cells and their folders, so
+they must not change with the layout: :func:`hash_view` turns data of either layout into
+the flat layout the hashes were computed on, and both layouts of one config hash alike.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+_MISSING = object()
+
+# old path -> (new path, default before the move). Stored configs list every field, so an
+# old setting at its default is dropped rather than moved: the option's default is the same,
+# and a component that does not declare the option (any filter but quartile) would refuse it.
+MOVED: dict[str, tuple[str, Any]] = {
+    "filter.quartile": ("filter.options.quartile", 1),
+    "model.hidden": ("model.options.hidden", 128),
+    "model.layers": ("model.options.layers", 4),
+    "model.heads": ("model.options.heads", 4),
+    "model.warmstart_episodes": ("model.options.warmstart_episodes", 3000),
+    "model.warmstart_steps": ("model.options.warmstart_steps", 1200),
+    "model.warmstart_batch": ("model.options.warmstart_batch", 64),
+    "model.warmstart_lr": ("model.options.warmstart_lr", 2e-3),
+    "model.warmstart_seed": ("model.options.warmstart_seed", None),
+    "model.warmstart_env_options": ("model.options.warmstart_env_options", {}),
+    "model.decoder": ("model.options.decoder", "lean"),
+    "model.vllm_gpu_memory": ("model.options.gpu_memory", 0.5),
+}
+
+
+def new_path(path: str) -> str:
+    """Where the setting at dotted ``path`` lives now (``path`` itself unless it moved)."""
+    return MOVED[path][0] if path in MOVED else path
+
+
+def migrate(data: Any) -> Any:
+    """Config data in the current layout (a copy; data already in it comes back equal).
+    Raises ValueError when one setting is given at both its old and its new path."""
+    if not isinstance(data, dict):
+        return data
+    data = copy.deepcopy(data)
+    for old, (new, default) in MOVED.items():
+        value = _pop(data, old)
+        if value is _MISSING or value == default:
+            continue
+        if _get(data, new) is not _MISSING:
+            raise ValueError(f"{old} (the old layout) and {new} both given; keep {new}")
+        _put(data, new, value)
+    return data
+
+
+def hash_view(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` of either layout in the flat layout run hashes are computed on."""
+    data = migrate(data)
+    for old, (new, _) in MOVED.items():
+        value = _pop(data, new)
+        if value is not _MISSING:
+            _put(data, old, value)
+    return data
+
+
+def hash_defaults(defaults: dict[str, Any]) -> dict[str, Any]:
+    """The current defaults (``RunConfig().model_dump``) in the flat layout, with every
+    moved setting at its old default."""
+    view = hash_view(defaults)
+    for old, (_, default) in MOVED.items():
+        _put(view, old, copy.deepcopy(default))
+    return view
+
+
+def _get(data: dict[str, Any], path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(data, dict) or part not in data:
+            return _MISSING
+        data = data[part]
+    return data
+
+
+def _pop(data: dict[str, Any], path: str) -> Any:
+    *parents, leaf = path.split(".")
+    parent = _get(data, ".".join(parents)) if parents else data
+    if not isinstance(parent, dict) or leaf not in parent:
+        return _MISSING
+    return parent.pop(leaf)
+
+
+def _put(data: dict[str, Any], path: str, value: Any) -> None:
+    *parents, leaf = path.split(".")
+    for part in parents:
+        data = data.setdefault(part, {})
+    data[leaf] = value

@@ -1,0 +1,46 @@
+"""The local backend's own options (``model.options`` with ``model.backend: local``):
+the tiny policy's shape, its warm start, and how it samples."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# The settings that make a warm start: its cache key covers exactly these (warmstart.py).
+WARM_START_SHAPE = ("hidden", "layers", "heads", "warmstart_episodes", "warmstart_steps",
+                    "warmstart_batch", "warmstart_lr")
+
+
+class LocalOptions(BaseModel):
+    """Used only without ``model.path`` except ``decoder``: a given checkpoint brings its
+    own shape and skips the warm start."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    hidden: int = Field(128, ge=8, description="the tiny policy's hidden size")
+    layers: int = Field(4, ge=1, description="the tiny policy's transformer layers")
+    heads: int = Field(4, ge=1, description="the tiny policy's attention heads")
+    warmstart_episodes: int = Field(3000, ge=0, description="demonstrated episodes of the warm start")
+    warmstart_steps: int = Field(
+        1200, ge=0, description="optimizer steps; at 600 the Sokoban policy of some seeds never "
+        "learned to read the state (greedy success 0.02 vs 0.57 at 1200, docs/warm-start.md)"
+    )
+    warmstart_batch: int = Field(64, ge=1, description="demonstration pairs per warm-start step")
+    warmstart_lr: float = Field(2e-3, gt=0, description="warm-start learning rate")
+    warmstart_seed: int | None = Field(
+        None, ge=0, description="seed of the demonstrations and the supervised warm start (None: "
+        "the run seed); one value for every run of a study starts them all from one policy, as "
+        "the paper's runs share one base model, so seeds differ only in their RL",
+    )
+    warmstart_env_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="environment options replaced for the demonstrations only, e.g. "
+        "{slip: 0.0}: every cell of a FrozenLake stochasticity sweep starts from the policy "
+        "warm-started on the deterministic lake, as the paper's cells share one base model",
+    )
+    decoder: Literal["lean", "generate"] = Field(
+        "lean", description="how the local backend samples: its lean decode loop (the same samples "
+        "as transformers' generate for a fixed seed, several times faster on CPU; Qwen2-architecture "
+        "models, others fall back) or transformers' model.generate",
+    )

@@ -1,0 +1,93 @@
+"""Run configs stored before components owned their options (the flat layout: 
+``filter.quartile``, ``model.hidden``, ``model.warmstart_*``, ``model.vllm_gpu_memory``)
+still load, and keep their hashes: sweeps reuse finished cells, and name cell folders, by
+them. ``data/legacy_configs.json`` holds configs and hashes written by the code before the
+move (commit 95a7669)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mirage.core.config import RunConfig, config_hash
+from mirage.core.config_legacy import MOVED, hash_view, migrate
+from mirage.core.plugins import build_plugins
+from mirage.core.validate import ConfigError, build_config, validate_config
+from mirage.flows.cells import plan_cells
+
+LEGACY = json.loads((Path(__file__).parent / "data" / "legacy_configs.json").read_text())
+STORED = {entry["label"]: entry for entry in LEGACY["stored"]}
+
+
+@pytest.mark.parametrize("label", sorted(STORED))
+def test_an_old_stored_config_keeps_its_hash_and_loads_to_the_same_hash(label):
+    entry = STORED[label]
+    assert config_hash(entry["config"]) == entry["run_hash"]
+    loaded = build_config(entry["config"])
+    assert loaded.run_hash() == entry["run_hash"]
+    assert config_hash(loaded.model_dump(mode="json")) == entry["run_hash"]
+
+
+def test_old_settings_move_to_the_components_options():
+    powered = build_config(STORED["reproduction_powered slip 0.2 top_p"]["config"])
+    # settings at their old default are dropped: the option's default is the same
+    assert powered.model.options == {"warmstart_seed": 0, "warmstart_env_options": {"slip": 0.0}}
+    assert powered.filter.options == {}
+    quartile = build_config(STORED["quartile 3, tiny"]["config"])
+    assert quartile.filter.options == {"quartile": 3}
+    assert quartile.model.options == {"hidden": 32, "layers": 1, "heads": 2, "warmstart_episodes": 40,
+                                      "warmstart_steps": 15, "warmstart_batch": 16}
+    vllm = build_config(STORED["vllm backend, gpu memory 0.8, generate decoder"]["config"])
+    assert vllm.model.options == {"gpu_memory": 0.8, "decoder": "generate", "warmstart_lr": 0.001}
+
+
+def test_migrated_old_configs_pass_validation_against_the_components():
+    plugins = build_plugins()
+    for label in ("reproduction_powered slip 0.2 top_p", "quartile 3, tiny"):
+        validate_config(build_config(STORED[label]["config"]), plugins)
+
+
+def test_the_same_config_in_either_layout_hashes_alike():
+    old = {"filter": {"name": "quartile", "quartile": 2}, "model": {"warmstart_seed": 0, "hidden": 64}}
+    new = {"filter": {"name": "quartile", "options": {"quartile": 2}},
+           "model": {"options": {"warmstart_seed": 0, "hidden": 64}}}
+    assert migrate(old) == new and migrate(new) == new
+    assert config_hash(old) == config_hash(new)
+    assert RunConfig.model_validate(old).run_hash() == RunConfig.model_validate(new).run_hash()
+    assert hash_view(new) == {"filter": {"name": "quartile", "options": {}, "quartile": 2},
+                              "model": {"options": {}, "warmstart_seed": 0, "hidden": 64}}
+    # a setting at its default counts as absent in either layout
+    assert config_hash({"model": {"options": {"hidden": 128}}}) == config_hash({"model": {"hidden": 128}}) \
+        == config_hash({})
+
+
+def test_a_setting_given_at_both_paths_is_refused():
+    with pytest.raises(ConfigError, match=r"model\.hidden \(the old layout\) and model\.options\.hidden both given"):
+        build_config({"model": {"hidden": 64, "options": {"hidden": 32}}})
+
+
+def test_old_set_paths_still_work():
+    from mirage.core.overrides import parse_settings
+
+    assert parse_settings(["model.warmstart_steps=3", "filter.quartile=2"]) == {
+        "model.options.warmstart_steps": 3, "filter.options.quartile": 2}
+
+
+def test_every_moved_setting_has_a_new_home_in_a_built_in_component():
+    plugins = build_plugins().registries
+    owners = {"filter": [plugins.filters.get("quartile")],
+              "model": [plugins.backends.get("local"), plugins.backends.get("vllm")]}
+    for old, (new, default) in MOVED.items():
+        section, _, option = new.split(".")
+        fields = {name: field for cls in owners[section] for name, field in cls.Options.model_fields.items()}
+        assert option in fields, new
+        assert fields[option].get_default(call_default_factory=True) == default, old
+
+
+def test_the_sweep_in_progress_keeps_every_cell_hash():
+    """reproduction_powered ran under the old layout; registry.yaml now uses the new one,
+    and every cell must keep its hash so the sweep resumes where it stopped."""
+    cells = [[spec.cell, spec.seed, spec.config_hash] for spec in plan_cells("reproduction_powered")]
+    assert [c[2] for c in cells] == [c[2] for c in LEGACY["reproduction_powered_cells"]]
