@@ -252,7 +252,7 @@ def plugins(
         found = [(reg.kind[:-1], reg.get(options)) for reg in registries if options in reg]
         if not found:
             valid = sorted({name for reg in registries for name in reg.names()})
-            _fail(f"--options: unknown component {options!r}; valid: {', '.join(valid)}")
+            fail(f"--options: unknown component {options!r}; valid: {', '.join(valid)}")
         typer.echo("\n".join(render_options(kind, options, cls) for kind, cls in found))
         return
     for info in loaded.infos:

@@ -14,11 +14,12 @@ from mirage.core import loop
 from mirage.core import plugins as plugins_module
 from mirage.core.batch import Selection
 from mirage.core.cli import app
+from mirage.core.components import Filter
 from mirage.core.store import RunStore
 from mirage.core.validate import ConfigError, build_config, validate_config
 
 
-class FirstGroupsFilter:
+class FirstGroupsFilter(Filter):
     """Keeps the first ``count`` prompt groups of the batch (a throwaway plugin's filter)."""
 
     class Options(BaseModel):
@@ -26,6 +27,7 @@ class FirstGroupsFilter:
         count: int = Field(2, ge=1, description="groups kept, from the first")
 
     def __init__(self, config):
+        super().__init__(config)
         self.options = self.Options(**config.options)
 
     def select(self, batch):
