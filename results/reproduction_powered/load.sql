@@ -1,0 +1,9 @@
+COPY events FROM 'results/reproduction_powered/events.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY "groups" FROM 'results/reproduction_powered/groups.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY metrics FROM 'results/reproduction_powered/metrics.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY rollouts FROM 'results/reproduction_powered/rollouts.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY runs FROM 'results/reproduction_powered/runs.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY schema_migrations FROM 'results/reproduction_powered/schema_migrations.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY schema_version FROM 'results/reproduction_powered/schema_version.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY sweeps FROM 'results/reproduction_powered/sweeps.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY sweep_cells FROM 'results/reproduction_powered/sweep_cells.parquet' (FORMAT 'parquet', compression 'zstd');
