@@ -19,7 +19,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-_MISSING = object()
+from mirage.core.nested import MISSING, lookup
+
 
 # old path -> (new path, default before the move). Stored configs list every field, so an
 # old setting at its default is dropped rather than moved: the option's default is the same,
@@ -53,9 +54,9 @@ def migrate(data: Any) -> Any:
     data = copy.deepcopy(data)
     for old, (new, default) in MOVED.items():
         value = _pop(data, old)
-        if value is _MISSING or value == default:
+        if value is MISSING or value == default:
             continue
-        if _get(data, new) is not _MISSING:
+        if lookup(data, new) is not MISSING:
             raise ValueError(f"{old} (the old layout) and {new} both given; keep {new}")
         _put(data, new, value)
     return data
@@ -66,7 +67,7 @@ def hash_view(data: dict[str, Any]) -> dict[str, Any]:
     data = migrate(data)
     for old, (new, _) in MOVED.items():
         value = _pop(data, new)
-        if value is not _MISSING:
+        if value is not MISSING:
             _put(data, old, value)
     return data
 
@@ -80,19 +81,11 @@ def hash_defaults(defaults: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
-def _get(data: dict[str, Any], path: str) -> Any:
-    for part in path.split("."):
-        if not isinstance(data, dict) or part not in data:
-            return _MISSING
-        data = data[part]
-    return data
-
-
 def _pop(data: dict[str, Any], path: str) -> Any:
     *parents, leaf = path.split(".")
-    parent = _get(data, ".".join(parents)) if parents else data
+    parent = lookup(data, ".".join(parents)) if parents else data
     if not isinstance(parent, dict) or leaf not in parent:
-        return _MISSING
+        return MISSING
     return parent.pop(leaf)
 
 

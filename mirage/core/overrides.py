@@ -23,10 +23,10 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from mirage.core import config_legacy
 from mirage.core.config import RunConfig
+from mirage.core.nested import MISSING, lookup  # noqa: F401 (part of this module's API)
 from mirage.core.validate import ConfigError
 
 OPEN = object()  # the type of an entry under a free-form mapping field
-MISSING = object()
 
 
 @lru_cache(maxsize=1)
@@ -148,12 +148,3 @@ def raw_pairs(pairs: Iterable[str], flag: str, form: str = "PATH=VALUE") -> dict
         except json.JSONDecodeError:
             out[key] = raw
     return out
-
-
-def lookup(data: Mapping[str, Any], path: str) -> Any:
-    """The value at ``path`` in nested config data, or ``MISSING``."""
-    for part in path.split("."):
-        if not isinstance(data, Mapping) or part not in data:
-            return MISSING
-        data = data[part]
-    return data

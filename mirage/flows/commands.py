@@ -20,6 +20,18 @@ from mirage.core.validate import ConfigError
 _RUNNER_HELP = "cells run on a local process pool (process), threads (thread) or Ray (ray)"
 
 
+def _check_runner(runner: str, width: int) -> None:
+    """Exit 2 with one line for an unknown runner or a width out of range."""
+    from mirage.flows.runners import RUNNERS, check_width
+
+    if runner not in RUNNERS:
+        fail(f"unknown runner {runner!r}; valid: {', '.join(RUNNERS)}")
+    try:
+        check_width(width)
+    except ConfigError as error:
+        fail(str(error))
+
+
 def sweep(
     experiment: str = typer.Argument(..., help="registry.yaml experiment"),
     grid: list[str] = typer.Option([], "--grid", help='replace or add an axis PATH=JSON_LIST, e.g. env.options.slip="[0, 0.5]"'),
@@ -37,15 +49,9 @@ def sweep(
     import os
 
     from mirage.flows.cells import plan_cells
-    from mirage.flows.runners import RUNNERS, check_width
     from mirage.flows.supervise import SUPERVISED, supervise, watch_parent
 
-    if runner not in RUNNERS:
-        fail(f"unknown runner {runner!r}; valid: {', '.join(RUNNERS)}")
-    try:
-        check_width(width)
-    except ConfigError as error:
-        fail(str(error))
+    _check_runner(runner, width)
     check_paths(db if db is not None else default_db_path(), None)
     axes, fixed = pairs(grid, "--grid"), settings(set_)
     for path in axes:
@@ -130,15 +136,9 @@ def serve(
     `prefect deployment run sweep/NAME`. Starts a local Prefect server unless
     PREFECT_API_URL names one."""
     from mirage.core.experiments import default_registry_path
-    from mirage.flows.runners import RUNNERS, check_width
     from mirage.flows.serve import serve_registry
 
-    if runner not in RUNNERS:
-        fail(f"unknown runner {runner!r}; valid: {', '.join(RUNNERS)}")
-    try:
-        check_width(width)
-    except ConfigError as error:
-        fail(str(error))
+    _check_runner(runner, width)
     defaults = {
         "db": str((db or default_db_path()).resolve()),
         "registry": str((registry or default_registry_path()).resolve()),
