@@ -24,10 +24,17 @@ from mirage.core.config import AlgorithmConfig
 from mirage.core.store import RunStore
 
 STUDY = "reproduction"
+POWERED = "reproduction_powered"  # the same findings with 5 paired seeds; supersedes STUDY
 COLLAPSE = "collapse"
 CALIBRATION = "collapse_calibration"
 # the registry experiments `core report` reads; --from-store exports those present
-STUDY_EXPERIMENTS = (STUDY, COLLAPSE, CALIBRATION)
+STUDY_EXPERIMENTS = (POWERED, STUDY, COLLAPSE, CALIBRATION)
+
+
+def findings_experiment(runs: "pd.DataFrame") -> str:
+    """The experiment whose runs the findings are measured on: the powered re-run once the
+    results hold it, else the original study. ``runs``: a study's run labels."""
+    return POWERED if (runs["experiment"] == POWERED).any() else STUDY
 
 
 def export_study(source: Path | Sequence[Path], target: Path,

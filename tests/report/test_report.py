@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from mirage.core.store import RunStore
-from mirage.report.results import Study, export_study, read_study, restore_study
+from mirage.report.results import Study, export_study, findings_experiment, read_study, restore_study
 from mirage.report.summary import LAST_CHECKS, by_seed, change, endpoint, markdown_table, over_seeds
 from mirage.report.verdicts import FINDING_VERDICTS
 REPO = Path(__file__).resolve().parents[2]
@@ -93,3 +93,28 @@ def test_summaries_on_hand_checked_cases():
     assert table.to_dict("records")[0] == {"f": "a", "mean": 2.0, "low": 1.0, "high": 3.0,
                                            "seeds": 2, "spread": 2.0}
     assert markdown_table(pd.DataFrame({"x": [0.12345], "y": ["s"]})) == "| x | y |\n|---|---|\n| 0.123 | s |"
+
+
+def test_findings_use_the_powered_rerun_once_the_results_hold_it(tmp_path, cli):
+    """With runs of `reproduction_powered` in the results, every finding is measured on
+    them alone and the page says so; without them, on `reproduction` (the tests above)."""
+    powered = tmp_path / "results"
+    powered.mkdir()
+    for table in RESULTS.glob("*.parquet"):
+        (powered / table.name).write_bytes(table.read_bytes())
+    runs = pd.read_parquet(RESULTS / "runs.parquet")
+    first = runs["experiment"] == "reproduction"
+    labels = read_study(RESULTS).of("reproduction").runs
+    seeds_0_1 = labels.loc[labels["seed"].isin([0, 1]), "run_id"]  # whole seeds: arms stay paired
+    relabelled = runs[runs["run_id"].isin(seeds_0_1)]
+    runs.loc[runs["run_id"].isin(relabelled["run_id"]), "experiment"] = "reproduction_powered"
+    runs.to_parquet(powered / "runs.parquet")
+    out = tmp_path / "reproduction.md"
+    code, _, stderr = cli("report", "--results", powered, "--out", out, "--figures", tmp_path / "img")
+    assert code == 0, stderr
+    text = out.read_text()
+    assert "The registry experiment `reproduction_powered` (registry.yaml)" in text
+    assert f"{len(relabelled)} runs:" in text
+    assert f"{int(first.sum())} runs:" not in text
+    assert findings_experiment(read_study(powered).runs) == "reproduction_powered"
+    assert findings_experiment(read_study(RESULTS).runs) == "reproduction"
