@@ -162,7 +162,7 @@ def test_core_run_each_algorithm_on_frozenlake(algo, cli, tiny_config_file, tmp_
     store = RunStore(db)
     (row,) = store.list_runs()
     assert row["status"] == "finished"
-    assert row["config"]["algorithm"] == {"name": algo, **RESOLVED[algo]}
+    assert row["config"]["algorithm"] == {"name": algo, "options": {}, **RESOLVED[algo]}
     metrics = {(step, name) for step, name, _ in store.metrics(row["run_id"])}
     assert {(1, "update/trajectories"), (2, "update/trajectories")} <= metrics
     assert {name for _, name in metrics} <= documented_metric_names
