@@ -6,12 +6,13 @@ for 2 steps), and the stored config records the algorithm with every resolved se
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 from typer.testing import CliRunner
+
+from doc_examples import doc_module
 
 from mirage.core.cli import app
 from mirage.core.config import ALGORITHM_PRESETS, RunConfig
@@ -174,16 +175,10 @@ def test_core_run_each_algorithm_on_frozenlake(algo, cli, tiny_config_file, tmp_
 
 # --------------------------------------------------------------------------- a third-party algorithm
 
-ALGORITHMS_DOC = METRICS_DOC.parent / "algorithms.md"
-
 
 def docs_example_module() -> ModuleType:
     """The RLOO plugin of docs/algorithms.md, executed from the docs' code block."""
-    text = ALGORITHMS_DOC.read_text()
-    code = re.search(r"```python\n(# my_rloo/__init__.py\n.*?)```", text, re.S).group(1)
-    module = ModuleType("my_rloo")
-    exec(compile(code, str(ALGORITHMS_DOC), "exec"), module.__dict__)
-    return module
+    return doc_module("algorithms.md", "my_rloo")
 
 
 def test_the_documented_third_party_algorithm_works(tiny_config):

@@ -5,11 +5,12 @@ exactly as the local backend does."""
 from __future__ import annotations
 
 import copy
-import re
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from doc_examples import doc_module
 
 from mirage.core.loop import execute
 from mirage.core.plugins import build_plugins
@@ -17,14 +18,9 @@ from mirage.core.presets import TINY
 from mirage.core.store import RunStore
 from mirage.core.validate import build_config
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "writing-a-backend.md"
-
 
 def doc_example() -> ModuleType:
-    code = re.search(r"```python\n(# my_backend/__init__.py\n.*?)```", DOC.read_text(), re.S).group(1)
-    module = ModuleType("my_backend")
-    exec(compile(code, str(DOC), "exec"), module.__dict__)
-    return module
+    return doc_module("writing-a-backend.md", "my_backend")
 
 
 def run_metrics(backend: str, db: Path, plugins) -> dict[tuple[int, str], float]:

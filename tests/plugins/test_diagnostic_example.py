@@ -5,9 +5,9 @@ measures on every step."""
 from __future__ import annotations
 
 import copy
-import re
-from pathlib import Path
 from types import ModuleType, SimpleNamespace
+
+from doc_examples import doc_module
 
 from mirage.core.batch import Batch, Group, Trajectory, Turn
 from mirage.core.components import Diagnostic
@@ -18,14 +18,9 @@ from mirage.core.presets import TINY
 from mirage.core.store import RunStore
 from mirage.core.validate import build_config
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "writing-a-diagnostic.md"
-
 
 def doc_example() -> ModuleType:
-    code = re.search(r"```python\n(# my_diagnostic/__init__.py\n.*?)```", DOC.read_text(), re.S).group(1)
-    module = ModuleType("my_diagnostic")
-    exec(compile(code, str(DOC), "exec"), module.__dict__)
-    return module
+    return doc_module("writing-a-diagnostic.md", "my_diagnostic")
 
 
 def turn(reasoning: str) -> Turn:
