@@ -18,7 +18,7 @@ from mirage.core.overrides import assign, merged
 from mirage.core.paths import read_text_file
 from mirage.core.run_index import find_run
 from mirage.core.store import RunStore, default_db_path
-from mirage.core.validate import ConfigError, build_config
+from mirage.core.validate import ConfigError, parse_config
 
 _D = RunConfig()
 
@@ -176,7 +176,7 @@ def run(
         ("validation.episodes", val_episodes), ("loggers.names", logger or None),
     ], env_opt, fixed)
     try:
-        config = None if resume else build_config(data)
+        config = None if resume else parse_config(data)
         run_id = execute(config, target, resume=resume, progress=not quiet,
                          extend_to=steps if resume else None, name=name, tags=tuple(tag), note=note)
     except ConfigError as error:
@@ -212,7 +212,7 @@ def preflight(
         ("rollout.group_size", group_size),
     ], env_opt)
     try:
-        report = run_preflight(build_config(data))
+        report = run_preflight(parse_config(data))
     except ConfigError as error:
         fail(str(error))
     typer.echo(report.render())
@@ -229,11 +229,14 @@ def experiments(registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP
         fail(str(error))
     loaded = build_plugins()
     for name, experiment in found.items():
-        typer.echo(f"{name}: {len(experiment.cells())} cells - {experiment.description}")
         try:
             experiment.check(loaded)
-        except ConfigError as error:
-            typer.echo(f"  cannot start: {error}")
+            count, problem = len(experiment.cells(loaded)), None
+        except ConfigError as error:  # its cells cannot be resolved: count them as listed
+            count, problem = experiment.listed_cells(), error
+        typer.echo(f"{name}: {count} cells - {experiment.description}")
+        if problem is not None:
+            typer.echo(f"  cannot start: {problem}")
 
 
 def plugins(

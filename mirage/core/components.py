@@ -1,5 +1,5 @@
-"""Base classes of the named components an algorithm, filter, diagnostic or logger plugin
-provides. Each states every method the run calls on it: the abstract ones a component
+"""Base classes of the named components an algorithm, advantage estimator, filter,
+diagnostic or logger plugin provides. Each states every method the run calls on it: the abstract ones a component
 implements, and the optional ones with the default it inherits. A registry refuses a class
 that does not subclass its kind's base (mirage/core/registry.py).
 
@@ -25,6 +25,12 @@ class Algorithm(ABC):
     """Built as ``cls(config: RunConfig)``; ``update`` trains on ``batch.kept_groups()``
     through ``run.backend`` and returns its metrics."""
 
+    preset: ClassVar[Mapping[str, Any]] = {}
+    """Values for the ``algorithm`` section's settings a config leaves unset (None), e.g.
+    PPO's ``{"adv_estimator": "gae", "loss_agg_mode": "token-mean"}``. Resolved into the
+    run's config before anything runs (:func:`mirage.core.resolve.resolve_algorithm`), so
+    a stored config shows what ran. Default: none."""
+
     def __init__(self, config: "RunConfig") -> None:
         self.config = config
 
@@ -37,6 +43,29 @@ class Algorithm(ABC):
 
     @abstractmethod
     def update(self, run: Any, batch: "Batch") -> Mapping[str, float]: ...
+
+
+class AdvantageEstimator(ABC):
+    """Named by ``algorithm.adv_estimator``: gives every response token of the trajectories
+    an algorithm trains on its advantage. Built as ``cls(config: RunConfig)``; ``rows``
+    returns, per trajectory, its training rows
+    (:class:`mirage.plugins.verl_algorithms.common.Row`: one per turn with response tokens)."""
+
+    needs_critic: ClassVar[bool] = False
+    """True when ``rows`` reads a critic: validation then demands a backend with one."""
+
+    defaults: ClassVar[Mapping[str, Any]] = {}
+    """Values for the ``algorithm`` settings this estimator reads, where neither the config
+    nor the algorithm's preset sets them (GAE: gamma, lambda, the critic's learning rate)."""
+
+    def __init__(self, config: "RunConfig") -> None:
+        self.config = config
+
+    @abstractmethod
+    def rows(self, run: Any, trajectories: list[Any], groups: list[int],
+             rewards: list[list[float]]) -> list[list[Any]]:
+        """Per trajectory, its rows with advantages. ``groups[i]`` numbers trajectory i's
+        prompt group; ``rewards[i]`` are its turn rewards after shaping."""
 
 
 class Filter(ABC):

@@ -132,31 +132,15 @@ class FilterConfig(_Section):
 LossAggMode = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "token-sum"]
 GroupStatistics = Literal["exact", "verl"]
 
-# What each built-in algorithm sets (PAPER.md section 6; docs/algorithms.md). A setting
-# left None in the config takes its algorithm's value here, then the generic default
-# of AlgorithmConfig.resolve; an unknown (third-party) name gets GRPO's preset.
-ALGORITHM_PRESETS: dict[str, dict[str, Any]] = {
-    "ppo": {"adv_estimator": "gae", "loss_agg_mode": "token-mean"},
-    "grpo": {"adv_estimator": "grpo", "norm_adv_by_std": True, "loss_agg_mode": "seq-mean-token-mean"},
-    "drgrpo": {"adv_estimator": "grpo", "norm_adv_by_std": False, "loss_agg_mode": "seq-mean-token-sum"},
-    "dapo": {
-        "adv_estimator": "grpo",
-        "norm_adv_by_std": True,
-        "loss_agg_mode": "token-mean",
-        "clip_ratio_high": 0.28,
-        "dynamic_sampling": True,
-        "overlong_penalty": 1.0,
-    },
-}
-
-
 class AlgorithmConfig(_Section):
     """Update hyper-parameters (docs/algorithms.md has the table per algorithm).
 
-    Settings that default to None are resolved when the RunConfig is built: first from
-    the algorithm's preset (:data:`ALGORITHM_PRESETS`), then from the generic defaults
-    in :meth:`resolve`. A setting the algorithm does not use (a critic's for GRPO,
-    dynamic sampling for PPO) stays None, so a stored config shows exactly what ran.
+    Settings that default to None are resolved before a run starts, where the plugins are
+    loaded (:func:`mirage.core.validate.resolve_algorithm`): first from the chosen
+    algorithm class's ``preset``, then from its advantage estimator's ``defaults``, then
+    from the generic defaults of :meth:`fill_generic`. A setting the algorithm does not
+    use (a critic's for GRPO, dynamic sampling for PPO) stays None, so a stored config
+    shows exactly what ran.
 
     The paper's lr 1e-6 is for 3B models. For the tiny default policy, with its
     free-form (noisy) reasoning tokens, lr >= 1e-4 lowered validation success on
@@ -184,8 +168,9 @@ class AlgorithmConfig(_Section):
     epochs: int = Field(1, ge=1, description="passes over the kept trajectories per iteration")
     micro_batch_size: int = Field(128, ge=1, description="turn rows per forward/backward")
     # ---- advantage estimator and loss (resolved per algorithm)
-    adv_estimator: Literal["gae", "grpo"] | None = Field(
-        None, description="veRL advantage estimator: gae (needs a critic) or grpo (group outcome)"
+    adv_estimator: str | None = Field(
+        None, description="advantage estimator, a registered name (core plugins): the built-in "
+        "gae (needs a critic) or grpo (group outcome)"
     )
     norm_adv_by_std: bool | None = Field(
         None, description="grpo estimator: divide by the group's reward std (False: Dr. GRPO)"
@@ -222,38 +207,27 @@ class AlgorithmConfig(_Section):
         None, ge=1, description="the penalty grows linearly over the last this many tokens before max_new_tokens"
     )
 
-    def resolve(self, max_new_tokens: int) -> None:
-        """Fill every None setting this algorithm uses: its preset, then generic defaults.
+    @property
+    def resolved(self) -> bool:
+        """Whether :meth:`fill_generic` ran (it always sets ``clip_ratio_low``)."""
+        return self.clip_ratio_low is not None
 
-        Generic defaults are the reference's (PAPER.md section 6) where it has one:
-        clip 0.2, GAE gamma = lambda = 1, value clip 0.5 (veRL's cliprange_value), 9
-        extra rollout rounds (DAPO's recipe caps generation at 10 batches), an overlong
-        buffer of 20% of the response budget (DAPO: 4,096 of 20,480 tokens). The critic
-        learns 10x faster than the actor, the reference's ratio (1e-5 vs 1e-6): 5e-4
-        for the tiny policy's 5e-5; its value head starts at zero and must catch up
-        with the returns within a few iterations.
+    def fill_generic(self, max_new_tokens: int) -> None:
+        """Fill the unset settings that no preset or estimator chose with generic defaults.
+
+        They are the reference's (PAPER.md section 6) where it has one: clip 0.2, 9 extra
+        rollout rounds (DAPO's recipe caps generation at 10 batches), an overlong buffer
+        of 20% of the response budget (DAPO: 4,096 of 20,480 tokens).
         """
-        preset = ALGORITHM_PRESETS.get(self.name, ALGORITHM_PRESETS["grpo"])
-        for key, value in preset.items():
-            if getattr(self, key) is None:
-                setattr(self, key, value)
         low = self.clip_ratio_low = 0.2 if self.clip_ratio_low is None else self.clip_ratio_low
         if self.clip_ratio_high is None:
             self.clip_ratio_high = low
         if self.dynamic_sampling is None:
             self.dynamic_sampling = False
-        generic: dict[str, Any] = {}
-        if self.adv_estimator == "gae":
-            generic |= {"gamma": 1.0, "lam": 1.0, "critic_lr": 5e-4, "value_clip": 0.5}
-        if self.adv_estimator == "grpo":
-            generic["norm_adv_by_std"] = True
-        if self.dynamic_sampling:
-            generic["extra_rollout_rounds"] = 9
-        if self.overlong_penalty is not None:
-            generic["overlong_buffer"] = max(1, round(0.2 * max_new_tokens))
-        for key, value in generic.items():
-            if getattr(self, key) is None:
-                setattr(self, key, value)
+        if self.dynamic_sampling and self.extra_rollout_rounds is None:
+            self.extra_rollout_rounds = 9
+        if self.overlong_penalty is not None and self.overlong_buffer is None:
+            self.overlong_buffer = max(1, round(0.2 * max_new_tokens))
 
 
 class ModelConfig(_Section):
@@ -404,18 +378,14 @@ class RunConfig(_Section):
             self.env.chat_template = self.model.path is not None
         return self
 
-    @model_validator(mode="after")
-    def _resolve_algorithm(self) -> "RunConfig":
-        self.algorithm.resolve(self.rollout.max_new_tokens)
-        buffer = self.algorithm.overlong_buffer
-        if buffer is not None and buffer > self.rollout.max_new_tokens:
-            raise ValueError(
-                f"algorithm.overlong_buffer ({buffer}) exceeds rollout.max_new_tokens "
-                f"({self.rollout.max_new_tokens})"
-            )
-        return self
-
     def run_hash(self) -> str:
+        """The hash of this config; of a resolved one (``build_config`` with plugins, or
+        after ``validate_config``), as stored runs and sweep cells are. Raises ValueError
+        for an unresolved one, whose unset algorithm settings would hash apart from the
+        values a run would use."""
+        if not self.algorithm.resolved:
+            raise ValueError("run_hash of an unresolved config: build it with "
+                             "mirage.core.validate.build_config (or validate_config) first")
         return config_hash(self.model_dump(mode="json"))
 
 

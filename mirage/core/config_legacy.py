@@ -12,6 +12,11 @@ config files of either layout load.
 Run hashes (:func:`mirage.core.config.config_hash`) name sweep cells and their folders, so
 they must not change with the layout: :func:`hash_view` turns data of either layout into
 the flat layout the hashes were computed on, and both layouts of one config hash alike.
+
+Hashes count only the settings that differ from the defaults. Until algorithm presets moved
+onto the algorithm classes, the defaults themselves were resolved under the default
+algorithm, GRPO; :data:`HASHED_ALGORITHM_DEFAULTS` keeps those values as the basis, so a
+resolved config hashes as it always did.
 """
 
 from __future__ import annotations
@@ -38,6 +43,18 @@ MOVED: dict[str, tuple[str, Any]] = {
     "model.warmstart_env_options": ("model.options.warmstart_env_options", {}),
     "model.decoder": ("model.options.decoder", "lean"),
     "model.vllm_gpu_memory": ("model.options.gpu_memory", 0.5),
+}
+
+
+# The algorithm section's defaults as resolved under GRPO when hashes were defined (settings
+# not listed were None); only the basis of the hash, not what any run uses.
+HASHED_ALGORITHM_DEFAULTS: dict[str, Any] = {
+    "adv_estimator": "grpo",
+    "norm_adv_by_std": True,
+    "loss_agg_mode": "seq-mean-token-mean",
+    "clip_ratio_low": 0.2,
+    "clip_ratio_high": 0.2,
+    "dynamic_sampling": False,
 }
 
 
@@ -74,10 +91,11 @@ def hash_view(data: dict[str, Any]) -> dict[str, Any]:
 
 def hash_defaults(defaults: dict[str, Any]) -> dict[str, Any]:
     """The current defaults (``RunConfig().model_dump``) in the flat layout, with every
-    moved setting at its old default."""
+    moved setting at its old default and the algorithm section as GRPO resolved it."""
     view = hash_view(defaults)
     for old, (_, default) in MOVED.items():
         _put(view, old, copy.deepcopy(default))
+    view["algorithm"] |= HASHED_ALGORITHM_DEFAULTS
     return view
 
 

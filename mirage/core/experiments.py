@@ -16,14 +16,16 @@ import json
 import os
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mirage.core.config import MAX_SEED, RunConfig
+from mirage.core.loaded_plugins import Plugins
 from mirage.core.overrides import assign, merged
 from mirage.core.paths import read_text_file
+from mirage.core.plugins import build_plugins
 from mirage.core.validate import ConfigError, build_config, one_line, validate_config
 
 
@@ -58,14 +60,38 @@ class Experiment(BaseModel):
                 raise ValueError(f"seed {seed} is outside 0..{MAX_SEED}")
         return seeds
 
-    def cells(self) -> list[tuple[dict[str, Any], RunConfig]]:
+    def cells(self, plugins: Plugins | None = None) -> list[tuple[dict[str, Any], RunConfig]]:
         """(point, config) for every variant, grid point and seed; ``point`` maps dotted
-        paths (the variant's settings, the axes, ``seed``) to their values. Cells that
+        paths (the variant's settings, the axes, ``seed``) to their values, ``config`` is
+        resolved with ``plugins``' registries (None: the default plugins). Cells that
         resolve to the same config are kept once. Seed-major: every configuration of one
         seed comes before the next seed's, so a sweep stopped early holds complete
         seed-paired comparisons, and cells sharing a warm start run together."""
-        axes = list(self.grid)
+        plugins = plugins or build_plugins()
         out, seen = [], set()
+        for point, data in self._cell_data():
+            config = build_config(data, plugins)
+            if (key := config.run_hash()) not in seen:
+                seen.add(key)
+                out.append((point, config))
+        return out
+
+    def check_values(self) -> None:
+        """Raise ConfigError naming the first value a cell's config refuses; needs no
+        plugins (component names and presets are checked by :meth:`check`)."""
+        for _, data in self._cell_data():
+            try:
+                RunConfig.model_validate(data)
+            except ValidationError as error:
+                raise ConfigError(one_line(error)) from None
+
+    def listed_cells(self) -> int:
+        """How many cells the grid lists (variants x axis values x seeds), before cells
+        resolving to the same config are merged."""
+        return sum(1 for _ in self._cell_data())
+
+    def _cell_data(self) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+        axes = list(self.grid)
         for seed in self.seeds:
             for variant in self.variants or [{}]:
                 for values in itertools.product(*(self.grid[a] for a in axes)):
@@ -73,11 +99,7 @@ class Experiment(BaseModel):
                     data = merged(self.base, variant)
                     for path, value in point.items():
                         assign(data, path, value)
-                    config = build_config(data)
-                    if (key := config.run_hash()) not in seen:
-                        seen.add(key)
-                        out.append((point, config))
-        return out
+                    yield point, data
 
     def overridden(self, grid: dict[str, list[Any]] | None = None,
                    settings: dict[str, Any] | None = None,
@@ -108,15 +130,15 @@ class Experiment(BaseModel):
             experiment = Experiment.model_validate(data)
         except ValidationError as error:
             raise ConfigError(one_line(error)) from None
-        experiment.cells()
+        experiment.check_values()
         return experiment
 
-    def check(self, plugins: Any) -> None:
+    def check(self, plugins: Plugins) -> None:
         """Raise ConfigError naming the first cell whose components or values the
         plugin registries refuse (an unknown name lists the valid ones)."""
-        for point, config in self.cells():
+        for point, data in self._cell_data():
             try:
-                validate_config(config, plugins)
+                validate_config(build_config(data, plugins), plugins)
             except ConfigError as error:
                 raise ConfigError(f"cell {cell_label(point)!r}: {error}") from None
 
@@ -155,7 +177,7 @@ def load_registry(path: Path | None = None) -> dict[str, Experiment]:
         except ValidationError as error:
             raise ConfigError(f"{path}: experiment {name!r}: {one_line(error)}") from None
         try:
-            experiment.cells()
+            experiment.check_values()
         except ConfigError as error:
             raise ConfigError(f"{path}: experiment {name!r}: {error}") from None
         experiments[name] = experiment

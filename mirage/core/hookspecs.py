@@ -78,6 +78,16 @@ def mirage_register_algorithms(register: Register) -> None:
 
 
 @hookspec
+def mirage_register_estimators(register: Register) -> None:
+    """Register advantage estimators: ``register("gae", GAE)``; ``algorithm.adv_estimator``
+    names one.
+
+    ``cls(config: RunConfig)`` must subclass :class:`mirage.core.components.AdvantageEstimator`.
+    Every implementation is called (not firstresult), once per plugin manager.
+    """
+
+
+@hookspec
 def mirage_register_filters(register: Register) -> None:
     """Register rollout filters: ``register("top_p", TopPFilter)``.
 

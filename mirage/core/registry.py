@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Iterator, TypeVar
 
 from mirage.core.backend import Backend
-from mirage.core.components import Algorithm, Diagnostic, Filter, Logger
+from mirage.core.components import AdvantageEstimator, Algorithm, Diagnostic, Filter, Logger
 from mirage.core.env import Environment
 
 T = TypeVar("T")
 
-KINDS = ("envs", "backends", "algorithms", "filters", "diagnostics", "loggers")
+KINDS = ("envs", "backends", "algorithms", "estimators", "filters", "diagnostics", "loggers")
 
 
 class UnknownComponentError(KeyError):
@@ -77,6 +77,7 @@ class Registries:
     envs: Registry[Any] = field(default_factory=lambda: Registry("envs", Environment))
     backends: Registry[Any] = field(default_factory=lambda: Registry("backends", Backend))
     algorithms: Registry[Any] = field(default_factory=lambda: Registry("algorithms", Algorithm))
+    estimators: Registry[Any] = field(default_factory=lambda: Registry("estimators", AdvantageEstimator))
     filters: Registry[Any] = field(default_factory=lambda: Registry("filters", Filter))
     diagnostics: Registry[Any] = field(default_factory=lambda: Registry("diagnostics", Diagnostic))
     loggers: Registry[Any] = field(default_factory=lambda: Registry("loggers", Logger))

@@ -1,4 +1,6 @@
-"""Checks a run configuration against the registries before any work starts."""
+"""A run configuration meets the registries before any work starts: the algorithm section's
+unset settings are resolved from the chosen components, then every name and value is
+checked."""
 
 from __future__ import annotations
 
@@ -6,10 +8,10 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ValidationError
 
-from mirage.core.config import RunConfig
+from mirage.core.config import AlgorithmConfig, RunConfig
 from mirage.core.options import options_class
-from mirage.core.plugins import Plugins
-from mirage.core.registry import UnknownComponentError
+from mirage.core.plugins import Plugins, build_plugins
+from mirage.core.registry import Registries, UnknownComponentError
 
 
 class ConfigError(ValueError):
@@ -26,12 +28,57 @@ def one_line(error: ValidationError, prefix: str = "") -> str:
     return f"invalid {prefix}{where}: {message}{shown}"
 
 
-def build_config(data: dict[str, Any]) -> RunConfig:
-    """A RunConfig from nested plain data, with one-line errors."""
+def parse_config(data: dict[str, Any]) -> RunConfig:
+    """A RunConfig from nested plain data, with one-line errors; not yet resolved (the run
+    resolves it when it validates it with its plugins, :func:`validate_config`)."""
     try:
         return RunConfig.model_validate(data)
     except ValidationError as error:
         raise ConfigError(one_line(error)) from None
+
+
+def build_config(data: dict[str, Any], plugins: Plugins | None = None) -> RunConfig:
+    """A resolved RunConfig (:func:`resolve_algorithm`) from nested plain data, with one-line
+    errors. ``plugins``: the registries to resolve with (None: the default plugins)."""
+    config = parse_config(data)
+    resolve_algorithm(config, (plugins or build_plugins()).registries)
+    return config
+
+
+def resolve_algorithm(config: RunConfig, registries: Registries) -> None:
+    """Fill, in place, every unset (None) setting of ``config.algorithm``: from the chosen
+    algorithm class's ``preset``, then from the chosen advantage estimator's ``defaults``,
+    then :meth:`AlgorithmConfig.fill_generic`. Resolving a resolved config changes
+    nothing. Raises ConfigError for an unknown algorithm or estimator (listing the valid
+    ones), a preset naming a setting that does not exist, or a value that does not fit."""
+    algo = config.algorithm
+    try:
+        algorithm_cls = registries.algorithms.get(algo.name)
+        data = _unset_filled(algo.model_dump(), algorithm_cls.preset, f"algorithm {algo.name!r}'s preset")
+        if data["adv_estimator"] is not None:
+            estimator_cls = registries.estimators.get(data["adv_estimator"])
+            data = _unset_filled(data, estimator_cls.defaults, f"estimator {data['adv_estimator']!r}'s defaults")
+    except UnknownComponentError as error:
+        raise ConfigError(str(error)) from None
+    try:
+        resolved = AlgorithmConfig.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(one_line(error, prefix="algorithm.")) from None
+    resolved.fill_generic(config.rollout.max_new_tokens)
+    buffer = resolved.overlong_buffer
+    if buffer is not None and buffer > config.rollout.max_new_tokens:
+        raise ConfigError(f"algorithm.overlong_buffer ({buffer}) exceeds rollout.max_new_tokens "
+                          f"({config.rollout.max_new_tokens})")
+    config.algorithm = resolved
+
+
+def _unset_filled(data: dict[str, Any], values: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """``data`` with its None entries set from ``values`` (whose keys must be fields)."""
+    valid = list(AlgorithmConfig.model_fields)
+    for key in values:
+        if key not in valid:
+            raise ConfigError(f"{source} sets {key!r}, which is no algorithm setting; valid: {', '.join(valid)}")
+    return data | {key: value for key, value in values.items() if data[key] is None}
 
 
 def component_options(cls: type, given: Mapping[str, Any], kind: str, name: str, where: str) -> BaseModel:
@@ -51,10 +98,11 @@ def component_options(cls: type, given: Mapping[str, Any], kind: str, name: str,
 
 
 def validate_config(config: RunConfig, plugins: Plugins) -> Any:
-    """Raise ConfigError unless every name resolves and every value fits (each chosen
-    component's options included, mirage/core/options.py); return the environment's
-    validated options."""
+    """Resolve ``config``'s algorithm section in place (:func:`resolve_algorithm`), then raise
+    ConfigError unless every name resolves and every value fits (each chosen component's
+    options included, mirage/core/options.py); return the environment's validated options."""
     reg = plugins.registries
+    resolve_algorithm(config, reg)
     try:
         env_cls = reg.envs.get(config.env.name)
         backend_cls = reg.backends.get(config.model.backend)
@@ -81,7 +129,13 @@ def validate_config(config: RunConfig, plugins: Plugins) -> Any:
         )
     if problem := backend_cls.config_problem(config):
         raise ConfigError(problem)
-    # e.g. PPO's GAE needs a backend that provides a critic
+    estimator = config.algorithm.adv_estimator
+    if estimator is not None and reg.estimators.get(estimator).needs_critic and not backend_cls.supports_critic:
+        raise ConfigError(
+            f"algorithm {config.algorithm.name!r} estimates advantages with {estimator!r}, which "
+            f"needs a critic, but backend {config.model.backend!r} provides none; use --algo grpo, "
+            "drgrpo or dapo, or set algorithm.adv_estimator: grpo"
+        )
     if problem := algorithm_cls.config_problem(config, backend_cls):
         raise ConfigError(problem)
     for name in dict.fromkeys([*config.loggers.names, *config.loggers.options]):

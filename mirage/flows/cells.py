@@ -59,7 +59,7 @@ def plan_cells(
     return [
         CellSpec(experiment, cell_label(point), int(point["seed"]), config.model_dump(mode="json"),
                  config.run_hash())
-        for point, config in chosen.cells()
+        for point, config in chosen.cells(plugins)
     ]
 
 

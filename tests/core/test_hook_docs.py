@@ -22,7 +22,7 @@ def test_every_hook_is_documented_with_its_signature():
 
     text = (ROOT / "docs" / "hooks.md").read_text()
     names = [n for n in vars(hookspecs) if n.startswith("mirage_")]
-    assert len(names) == 16
+    assert len(names) == 17
     for name in names:
         signature = str(inspect.signature(getattr(hookspecs, name))).replace("'", "")
         assert f"`{name}{signature}`" in text

@@ -335,6 +335,7 @@ def test_core_plugins_lists_builtins_with_versions_and_components(cli):
         "envs": {"sokoban", "frozenlake", "countdown", "metamathqa", "searchqa", "webshop", "deepcoder"},
         "backends": {"local", "vllm"},
         "algorithms": {"ppo", "grpo", "dapo", "drgrpo"},
+        "estimators": {"gae", "grpo"},
         "filters": {"none", "top_p", "top_k", "trajectory", "entropy", "length", "quartile"},
         "diagnostics": {"mi", "reward", "grad", "collapse"},
         "loggers": {"wandb", "mlflow", "tensorboard"},

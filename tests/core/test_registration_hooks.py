@@ -17,7 +17,7 @@ from mirage.core.loop import execute
 from mirage.core.plugins import build_plugins
 from mirage.core.presets import TINY
 from mirage.core.store import RunStore
-from mirage.core.validate import ConfigError, build_config, validate_config
+from mirage.core.validate import ConfigError, parse_config, validate_config
 from mirage.envs.frozenlake import FrozenLake
 
 STEPS = 2
@@ -118,7 +118,7 @@ def throwaway_config(**algorithm):
     data["algorithm"] = {"name": "count_kept", **algorithm}
     data["diagnostics"] = {"names": ["reward", "groups"], "every": 1}
     data["filter"] = {"name": "none"}
-    return build_config(data)
+    return parse_config(data)  # resolved against the throwaway plugin's registries when validated
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mirage.core.backend import Backend
-from mirage.core.components import Algorithm, Diagnostic, Filter, Logger
+from mirage.core.components import AdvantageEstimator, Algorithm, Diagnostic, Filter, Logger
 from mirage.core.env import Environment
 from mirage.core.registry import KINDS, Registries, Registry, UnknownComponentError
 
@@ -21,7 +21,7 @@ class KeepAll(Filter):
 
 
 CONTRACTS = {"envs": Environment, "backends": Backend, "algorithms": Algorithm,
-             "filters": Filter, "diagnostics": Diagnostic, "loggers": Logger}
+             "estimators": AdvantageEstimator, "filters": Filter, "diagnostics": Diagnostic, "loggers": Logger}
 
 
 def test_register_and_get_records_the_owner():

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from mirage.core.backend import Backend
-from mirage.core.components import Algorithm, Diagnostic, Filter, Logger
+from mirage.core.components import AdvantageEstimator, Algorithm, Diagnostic, Filter, Logger
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 GUIDES = {Backend: "writing-a-backend.md", Diagnostic: "writing-a-diagnostic.md",
-          Filter: "writing-a-filter.md", Algorithm: "algorithms.md", Logger: "loggers.md"}
+          Filter: "writing-a-filter.md", Algorithm: "algorithms.md", AdvantageEstimator: "algorithms.md",
+          Logger: "loggers.md"}
 
 
 def declared(base: type) -> list[str]:

@@ -8,12 +8,18 @@ import duckdb
 import pytest
 
 from mirage.core.store import GroupRow, RunStore
+from mirage.core.validate import build_config
 from mirage.flows.cells import CellSpec
 from mirage.flows.load import completed_runs, load_cell, ran_before, reused_cell
 from mirage.flows.sweep_store import SweepStore
 from mirage.flows.task import CELL_DB, OUTCOME, cell_dir
 
 CONFIG = {"steps": 2, "seed": 0}
+
+
+def resolved(**data):
+    """A resolved config (as runs store and sweeps hash them) from keyword settings."""
+    return build_config(data)
 
 
 def spec(cell: str = "filter.name=top_p", config_hash: str = "abc123") -> CellSpec:
@@ -84,69 +90,63 @@ def test_a_run_that_failed_midway_keeps_its_steps(tmp_path):
 
 
 def test_only_completed_runs_are_reused_by_config_hash(tmp_path):
-    from mirage.core.config import RunConfig
-
     root, main = tmp_path / "cells", RunStore(tmp_path / "main.duckdb")
-    config = RunConfig(steps=2).model_dump(mode="json")
+    config = resolved(steps=2).model_dump(mode="json")
     main.create_run("done", config, [], None)
     main.set_status("done", "finished")
-    main.create_run("broken", RunConfig(steps=3).model_dump(mode="json"), [], None)
+    main.create_run("broken", resolved(steps=3).model_dump(mode="json"), [], None)
     main.set_status("broken", "failed", "boom")
     cache = completed_runs(main)
-    assert cache == {RunConfig(steps=2).run_hash(): "done"}
-    row = reused_cell(main, spec(config_hash=RunConfig(steps=2).run_hash()), "done")
+    assert cache == {resolved(steps=2).run_hash(): "done"}
+    row = reused_cell(main, spec(config_hash=resolved(steps=2).run_hash()), "done")
     assert row["reused"] and row["run_id"] == "done" and row["status"] == "finished"
 
 
 def test_a_run_stored_before_a_setting_existed_is_still_reused(tmp_path):
     """Its stored config lacks the setting; at its default the hash is the same, so the
     cache holds. A run that differs in any value is not reused."""
-    from mirage.core.config import RunConfig
-
     main = RunStore(tmp_path / "main.duckdb")
-    older = RunConfig(steps=2).model_dump(mode="json")
+    older = resolved(steps=2).model_dump(mode="json")
     del older["validation"]["seed"]  # as stored before the setting was added
     main.create_run("old", older, [], None)
     main.set_status("old", "finished")
-    assert completed_runs(main) == {RunConfig(steps=2).run_hash(): "old"}
-    changed = RunConfig(steps=2, model={"options": {"warmstart_env_options": {"slip": 0.0}}}).run_hash()
+    assert completed_runs(main) == {resolved(steps=2).run_hash(): "old"}
+    changed = resolved(steps=2, model={"options": {"warmstart_env_options": {"slip": 0.0}}}).run_hash()
     assert changed not in completed_runs(main)
-    assert RunConfig(steps=2, seed=1).run_hash() != RunConfig(steps=2).run_hash()
+    assert resolved(steps=2, seed=1).run_hash() != resolved(steps=2).run_hash()
 
 
 def test_a_run_of_an_earlier_results_version_is_never_reused(tmp_path):
     """A run stored before results_version existed (or under another one) ran under other
     semantics (earlier demonstrations, veRL's float32 advantages): same config, no reuse."""
-    from mirage.core.config import RESULTS_VERSION, RunConfig
+    from mirage.core.config import RESULTS_VERSION
 
     main = RunStore(tmp_path / "main.duckdb")
-    older = RunConfig(steps=2).model_dump(mode="json")
+    older = resolved(steps=2).model_dump(mode="json")
     assert older.pop("results_version") == RESULTS_VERSION
     main.create_run("old", older, [], None)
     main.set_status("old", "finished")
-    assert RunConfig(steps=2).run_hash() not in completed_runs(main)
+    assert resolved(steps=2).run_hash() not in completed_runs(main)
     with pytest.raises(ValueError):
-        RunConfig(results_version=RESULTS_VERSION - 1)
+        resolved(results_version=RESULTS_VERSION - 1)
 
 
 def test_a_cell_left_unloaded_is_only_reused_for_the_config_it_ran(tmp_path):
     """Cell directories are named by a hash that leaves defaults out, so after a default
     changed the directory of a default config may hold a run of the old default."""
-    from mirage.core.config import RunConfig
-
     root = tmp_path / "cells"
-    now = RunConfig(steps=2).model_dump(mode="json")
-    before = RunConfig(steps=2, model={"options": {"warmstart_steps": 7}}).model_dump(mode="json")
-    current = CellSpec("e", "c", 0, now, RunConfig(steps=2).run_hash())
+    now = resolved(steps=2).model_dump(mode="json")
+    before = resolved(steps=2, model={"options": {"warmstart_steps": 7}}).model_dump(mode="json")
+    current = CellSpec("e", "c", 0, now, resolved(steps=2).run_hash())
     write_cell(root, current, config=before)  # what an older default left under this name
     assert not ran_before(root, current)
-    other = CellSpec("e", "c", 1, now | {"seed": 1}, RunConfig(steps=2, seed=1).run_hash())
+    other = CellSpec("e", "c", 1, now | {"seed": 1}, resolved(steps=2, seed=1).run_hash())
     write_cell(root, other, config=now | {"seed": 1})
     assert ran_before(root, other)
-    failed = CellSpec("e", "c", 2, now | {"seed": 2}, RunConfig(steps=2, seed=2).run_hash())
+    failed = CellSpec("e", "c", 2, now | {"seed": 2}, resolved(steps=2, seed=2).run_hash())
     write_cell(root, failed, status="failed", run=False, config=now | {"seed": 2})
     assert not ran_before(root, failed)
-    legacy = CellSpec("e", "c", 3, now | {"seed": 3}, RunConfig(steps=2, seed=3).run_hash())
+    legacy = CellSpec("e", "c", 3, now | {"seed": 3}, resolved(steps=2, seed=3).run_hash())
     write_cell(root, legacy, config=None)  # an outcome from before configs were recorded
     assert not ran_before(root, legacy)
 

@@ -10,18 +10,22 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from doc_examples import doc_module
 
 from mirage.core.cli import app
-from mirage.core.config import ALGORITHM_PRESETS, RunConfig
+from mirage.core.components import AdvantageEstimator
+from mirage.core.config import RunConfig
 from mirage.core.hookspecs import hookimpl
 from mirage.core.loop import execute
 from mirage.core.plugins import build_plugins
 from mirage.core.store import RunStore
 from mirage.core.validate import ConfigError, build_config, validate_config
 from mirage.plugins.backend_local.backend import LocalBackend
+from mirage.plugins.verl_algorithms.common import Row
+from mirage.plugins.verl_algorithms.update import PolicyGradient
 
 METRICS_DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 
@@ -71,26 +75,109 @@ def test_each_algorithm_resolves_its_preset(algo, tiny_config):
     assert resolved == {"name": algo, "options": {}, **RESOLVED[algo]}
 
 
-def test_presets_name_exactly_the_registered_algorithms():
-    assert set(build_plugins().registries.algorithms.names()) == set(ALGORITHM_PRESETS)
+def test_presets_live_on_the_algorithm_classes_and_name_registered_estimators():
+    registries = build_plugins().registries
+    assert registries.estimators.names() == ["gae", "grpo"]
+    for name in registries.algorithms.names():
+        preset = registries.algorithms.get(name).preset
+        assert preset["adv_estimator"] == RESOLVED[name]["adv_estimator"]
+        assert preset["adv_estimator"] in registries.estimators
 
 
 def test_explicit_settings_win_and_resolution_is_stable():
-    config = RunConfig.model_validate({"algorithm": {
+    config = build_config({"algorithm": {
         "name": "dapo", "clip_ratio_high": 0.3, "extra_rollout_rounds": 2, "overlong_buffer": 4,
     }})
     algo = config.algorithm
     assert (algo.clip_ratio_high, algo.extra_rollout_rounds, algo.overlong_buffer) == (0.3, 2, 4)
-    assert RunConfig.model_validate(config.model_dump(mode="json")) == config
+    assert build_config(config.model_dump(mode="json")) == config
 
 
 def test_a_setting_switches_on_what_it_needs():
-    # GRPO with the GAE estimator gets the critic's settings; PPO's none of DAPO's.
-    algo = RunConfig.model_validate({"algorithm": {"name": "grpo", "adv_estimator": "gae"}}).algorithm
+    # GRPO with the GAE estimator gets the critic's settings (the estimator's defaults).
+    algo = build_config({"algorithm": {"name": "grpo", "adv_estimator": "gae"}}).algorithm
     assert (algo.gamma, algo.lam, algo.critic_lr, algo.value_clip) == (1.0, 1.0, 5e-4, 0.5)
     assert algo.loss_agg_mode == "seq-mean-token-mean"
-    third_party = RunConfig.model_validate({"algorithm": {"name": "my_algo"}}).algorithm
-    assert third_party.model_dump() == {**RunConfig().algorithm.model_dump(), "name": "my_algo"}
+
+
+def test_an_unresolved_config_has_no_run_hash():
+    with pytest.raises(ValueError, match="unresolved"):
+        RunConfig().run_hash()
+    assert build_config({}).run_hash()  # resolved: hashes
+
+
+# --------------------------------------------------------------------------- third-party algorithms and estimators
+
+
+class Ones(AdvantageEstimator):
+    """Advantage 1 on every response token (a throwaway estimator)."""
+
+    defaults = {"norm_adv_by_std": False}
+
+    def rows(self, run, trajectories, groups, rewards):
+        return [[Row(turn, torch.ones(len(turn.response_ids))) for turn in t.turns if turn.response_ids]
+                for t in trajectories]
+
+
+class Mine(PolicyGradient):
+    preset = {"adv_estimator": "ones", "loss_agg_mode": "token-sum", "clip_ratio_high": 0.5}
+
+
+class Bare(PolicyGradient):
+    """A policy gradient without a preset."""
+
+
+def third_party_plugin() -> ModuleType:
+    module = ModuleType("third_party_algorithms")
+
+    @hookimpl
+    def mirage_register_algorithms(register):
+        register("mine", Mine)
+        register("bare", Bare)
+
+    @hookimpl
+    def mirage_register_estimators(register):
+        register("ones", Ones)
+
+    module.mirage_register_algorithms = mirage_register_algorithms
+    module.mirage_register_estimators = mirage_register_estimators
+    return module
+
+
+def test_a_third_party_algorithm_gets_its_own_preset_not_grpos(tiny_config):
+    plugins = build_plugins(extra=[("third_party_algorithms", third_party_plugin())])
+    data = tiny_config()
+    data["algorithm"] = {"name": "mine"}
+    algo = build_config(data, plugins).algorithm
+    assert (algo.adv_estimator, algo.loss_agg_mode, algo.clip_ratio_high) == ("ones", "token-sum", 0.5)
+    assert algo.norm_adv_by_std is False  # the estimator's default
+    data["algorithm"] = {"name": "bare"}
+    bare = build_config(data, plugins)
+    assert (bare.algorithm.adv_estimator, bare.algorithm.loss_agg_mode) == (None, None)
+    with pytest.raises(ConfigError, match="'bare' names no advantage estimator"):
+        validate_config(bare, plugins)
+
+
+def test_a_third_party_estimator_trains_through_the_shared_update(tiny_config, tmp_path):
+    plugins = build_plugins(extra=[("third_party_algorithms", third_party_plugin())])
+    data = tiny_config()
+    data["steps"] = 1
+    data["filter"] = {"name": "none"}
+    data["algorithm"] = {"name": "grpo", "adv_estimator": "ones"}
+    db = tmp_path / "runs.duckdb"
+    run_id = execute(build_config(data, plugins), db, plugins=plugins, progress=False)
+    store = RunStore(db)
+    metrics = {name: value for _, name, value in store.metrics(run_id)}
+    stored = store.get_run(run_id)["config"]["algorithm"]
+    assert stored["adv_estimator"] == "ones"
+    assert metrics["update/advantage_abs_mean"] == pytest.approx(1.0)
+
+
+def test_an_unknown_estimator_lists_the_valid_ones(tiny_config):
+    data = tiny_config()
+    data["algorithm"] = {"name": "grpo", "adv_estimator": "rloo"}
+    with pytest.raises(ConfigError, match="unknown estimator 'rloo'; valid: gae, grpo"):
+        build_config(data)
 
 
 # --------------------------------------------------------------------------- errors before any work
@@ -187,14 +274,15 @@ def test_the_documented_third_party_algorithm_works(tiny_config):
     plugins = build_plugins(extra=[("my_rloo", docs_example_module())])
     data = tiny_config()
     data["algorithm"] = {"name": "rloo"}
-    config = build_config(data)
+    config = build_config(data, plugins)
     validate_config(config, plugins)
-    algorithm = plugins.registries.algorithms.get("rloo")(config)
+    assert (config.algorithm.adv_estimator, config.algorithm.loss_agg_mode) == ("rloo", "seq-mean-token-mean")
+    estimator = plugins.registries.estimators.get("rloo")(config)
     trajectories = [
         Trajectory(0, k, 0, turns=[Turn("x", "y", "z", "a", [], True, r, [1], [2, 3])])
         for k, r in enumerate([1.0, 0.0, 0.0])
     ]
-    rows = algorithm.rows(None, trajectories, [0, 0, 0], [[1.0], [0.0], [0.0]])
+    rows = estimator.rows(None, trajectories, [0, 0, 0], [[1.0], [0.0], [0.0]])
     # Leave-one-out: 1 - mean(0, 0) = 1; 0 - mean(1, 0) = -0.5.
     assert [turns[0].advantages.tolist() for turns in rows] == [[1.0, 1.0], [-0.5, -0.5], [-0.5, -0.5]]
 

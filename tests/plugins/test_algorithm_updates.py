@@ -19,6 +19,8 @@ from mirage.core.backend import PolicyOutput
 from mirage.core.batch import Batch, Group, Trajectory, Turn
 from mirage.core import training
 from mirage.core.config import RunConfig
+from mirage.core.plugins import build_plugins
+from mirage.core.validate import build_config
 from mirage.plugins.verl_algorithms.register import DAPO, GRPO, PPO, DrGRPO
 
 VOCAB = 6
@@ -109,14 +111,14 @@ def set_old_logprobs(batch: Batch, backend: TableBackend) -> None:
 
 
 def config(algo: str, **algorithm) -> RunConfig:
-    return RunConfig.model_validate({
+    return build_config({
         "algorithm": {"name": algo, "mini_batch_size": 64, "entropy_coef": 0.01, **algorithm},
         "rollout": {"prompts": 2, "group_size": 2, "max_new_tokens": 4},
     })
 
 
 def fake_run(backend) -> SimpleNamespace:
-    return SimpleNamespace(backend=backend)
+    return SimpleNamespace(backend=backend, plugins=build_plugins())
 
 
 # --------------------------------------------------------------------------- by hand
@@ -286,7 +288,7 @@ def test_dynamic_sampling_drops_uniform_groups_and_refills_from_extra_rounds():
         [[1.0, 1.0], [0.0, 0.0]],  # round 1: nothing with signal
         [[0.0, 1.0], [1.0, 0.0]],  # round 2: two groups with signal, one is needed
     ])
-    run = SimpleNamespace(backend=backend, hook=rollout, step=1)
+    run = SimpleNamespace(backend=backend, hook=rollout, step=1, plugins=build_plugins())
     algo = DAPO(config("dapo", extra_rollout_rounds=5))
     groups, metrics = algo.training_groups(run, batch)
     assert metrics == {"update/extra_rollout_rounds": 2.0, "update/dropped_groups": 3.0}
@@ -303,7 +305,7 @@ def test_dynamic_sampling_stops_after_the_extra_round_budget():
         for t in group.trajectories:
             t.turns = [turn(1, [1], 1.0, 0.0)]
     rollout = ScriptedRollout([[[1.0, 1.0], [1.0, 1.0]]] * 3)
-    run = SimpleNamespace(backend=TableBackend(), hook=rollout, step=1)
+    run = SimpleNamespace(backend=TableBackend(), hook=rollout, step=1, plugins=build_plugins())
     metrics = DAPO(config("dapo", extra_rollout_rounds=2)).update(run, batch)
     assert metrics["update/extra_rollout_rounds"] == 2.0
     assert metrics["update/dropped_groups"] == 6.0

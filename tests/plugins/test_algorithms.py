@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from mirage.core.batch import Trajectory, Turn
-from mirage.core.config import RunConfig
+from mirage.core.validate import build_config
 from mirage.plugins.verl_algorithms.common import actor_loss, critic_loss, token_weights
 from mirage.plugins.verl_algorithms.dapo import overlong_penalty, turn_rewards
 from mirage.plugins.verl_algorithms.outcome import group_advantages, outcome_rows
@@ -15,7 +15,7 @@ from mirage.plugins.verl_algorithms.ppo import gae, lay_out
 
 
 def settings(algo: str, **extra):
-    return RunConfig.model_validate({"algorithm": {"name": algo, **extra}}).algorithm
+    return build_config({"algorithm": {"name": algo, **extra}}).algorithm
 
 
 def _turn(reward: float, length: int = 1) -> Turn:

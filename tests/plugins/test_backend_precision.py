@@ -12,7 +12,6 @@ import math
 import pytest
 import torch
 
-from mirage.core.config import RunConfig
 from mirage.core.loop import execute
 from mirage.core.store import RunStore
 from mirage.core.validate import build_config
@@ -38,7 +37,7 @@ def tiny(tiny_config, **model) -> dict:
 
 
 def test_new_defaults_keep_run_hashes_and_the_warm_start_cache(tiny_config):
-    assert RunConfig().run_hash() == DEFAULT_RUN_HASH
+    assert build_config({}).run_hash() == DEFAULT_RUN_HASH
     config = build_config(tiny(tiny_config) | {"steps": 2})
     assert config.run_hash() == TINY_RUN_HASH
     assert cache_key(config, LocalOptions(**config.model.options), FrozenLake) == TINY_WARMSTART_KEY

@@ -60,7 +60,7 @@ NORM_BY_STD = {"grpo": True, "drgrpo": False, "dapo": True}
 @pytest.mark.parametrize("returns, size", EQUAL_BATCHES)
 @pytest.mark.parametrize("algo", ["grpo", "drgrpo", "dapo"])
 def test_equal_returns_get_exactly_zero_advantage(returns, size, algo):
-    settings = RunConfig.model_validate({"algorithm": {"name": algo}}).algorithm
+    settings = build_config({"algorithm": {"name": algo}}).algorithm
     assert settings.group_statistics == "exact"
     assert settings.norm_adv_by_std is NORM_BY_STD[algo]
     trajectories = [Trajectory(0, k, k, turns=[turn(r, 3)]) for k, r in enumerate(returns)]
@@ -160,7 +160,7 @@ def test_update_logs_the_artifact_whichever_option_is_active(statistics):
     for name, batch in [("mixed", ten_four_batch()), ("signal", hand_batch())]:
         backend = TableBackend()
         set_old_logprobs_for(batch, backend)
-        config = RunConfig.model_validate({
+        config = build_config({
             "algorithm": {"name": "grpo", "group_statistics": statistics},
             "rollout": {"prompts": 2, "group_size": 2, "max_new_tokens": 4},
         })
@@ -184,7 +184,7 @@ def test_exact_update_trains_a_zero_variance_group_with_no_task_gradient():
         batch = Batch(step=1, groups=[group(0, [10.4] * 16)])
         backend = TableBackend()
         set_old_logprobs_for(batch, backend)
-        config = RunConfig.model_validate({"algorithm": {
+        config = build_config({"algorithm": {
             "name": "grpo", "group_statistics": statistics, "entropy_coef": 0.0}})
         GRPO(config).update(fake_run(backend), batch)
         grads[statistics] = backend.policy_grads[0]
@@ -217,7 +217,7 @@ def test_mini_batches_give_filtered_and_unfiltered_updates_equal_steps(cls, algo
             batch = hand_batch()
             set_old_logprobs(batch, backend)
             batch.apply(Selection(kept))
-            config = RunConfig.model_validate({
+            config = build_config({
                 "algorithm": {"name": algo, "mini_batch_size": 1, "mini_batches": count,
                               "dynamic_sampling": False},
                 "rollout": {"prompts": 2, "group_size": 2, "max_new_tokens": 4},

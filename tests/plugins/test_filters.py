@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -18,6 +19,8 @@ from hypothesis import strategies as st
 from mirage.core.batch import Batch, Group, Selection, Trajectory, Turn
 from mirage.core.config import FilterConfig, RunConfig
 from mirage.core.loop import loss_scale
+from mirage.core.plugins import build_plugins
+from mirage.core.validate import build_config
 from mirage.plugins.verl_algorithms.register import GRPO
 from mirage.plugins.filters import (
     EntropyFilter, LengthFilter, NoFilter, TopKFilter, TopPFilter, TrajectoryFilter,
@@ -503,7 +506,7 @@ def grpo_advantages(batch: Batch, monkeypatch, config: RunConfig | None = None) 
     """Run GRPO.update on ``batch`` with the optimizer step stubbed out; return
     {(prompt, sample): advantage} of the trained rows."""
     seen: dict[tuple[int, int], float] = {}
-    algo = GRPO(config or RunConfig())
+    algo = GRPO(config or build_config({}))
     rows_of = {id(t.turns[0]): (t.prompt_index, t.sample_index) for t in batch.trajectories}
 
     def record(run, rows):
@@ -512,7 +515,7 @@ def grpo_advantages(batch: Batch, monkeypatch, config: RunConfig | None = None) 
         return {}
 
     monkeypatch.setattr(algo, "_mini_batch", record)
-    algo.update(run=None, batch=batch)
+    algo.update(run=SimpleNamespace(plugins=build_plugins()), batch=batch)
     return seen
 
 

@@ -287,7 +287,7 @@ def test_logger_options_are_checked_by_the_logger(tiny_config):
 
 
 def test_loggers_do_not_change_a_runs_identity():
-    plain = RunConfig()
-    logged = RunConfig(loggers={"names": ["wandb"], "options": {"wandb": {"project": "x"}}})
+    plain = build_config({})
+    logged = build_config({"loggers": {"names": ["wandb"], "options": {"wandb": {"project": "x"}}}})
     assert plain.run_hash() == logged.run_hash()
     assert config_hash(logged.model_dump(mode="json")) == plain.run_hash()

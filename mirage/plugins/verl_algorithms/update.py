@@ -3,8 +3,8 @@
 Multi-turn credit assignment: each turn of a trajectory is one training row whose
 context is the environment's text (and any history) and whose response is the policy's
 own tokens; only response tokens carry loss (``PolicyOutput.mask``), environment text
-never does. The advantage estimator (``outcome`` or ``ppo``) gives every response token
-its advantage; the loss aggregation treats a whole trajectory as veRL's "sequence"
+never does. The advantage estimator named by ``algorithm.adv_estimator`` (a registry:
+``gae``, ``grpo`` or a plugin's) gives every response token its advantage; the loss aggregation treats a whole trajectory as veRL's "sequence"
 (:func:`~mirage.plugins.verl_algorithms.common.token_weights`).
 """
 
@@ -22,8 +22,7 @@ from mirage.core.returns import episode_return
 from mirage.plugins.verl_algorithms.common import Row, token_weights
 from mirage.plugins.verl_algorithms.dapo import dynamic_sampling, turn_rewards
 from mirage.plugins.verl_algorithms.loss import ClippedPolicyLoss
-from mirage.plugins.verl_algorithms.outcome import outcome_rows, verl_zero_variance_mass
-from mirage.plugins.verl_algorithms.ppo import gae_rows
+from mirage.plugins.verl_algorithms.outcome import verl_zero_variance_mass
 
 if TYPE_CHECKING:
     from mirage.core.backend import Backend
@@ -47,22 +46,21 @@ def mini_batches(permutation: list[int], size: int, count: int | None) -> list[l
 
 class PolicyGradient(Algorithm):
     """Clipped policy gradient whose estimator, aggregation, clip bounds, sampling and
-    reward shaping are the run's resolved :class:`AlgorithmConfig` settings."""
+    reward shaping are the run's resolved :class:`AlgorithmConfig` settings. A subclass
+    is an algorithm by its ``preset``; one without a preset needs
+    ``algorithm.adv_estimator`` set."""
 
     def __init__(self, config: RunConfig):
         self.config = config
         self.settings = config.algorithm
+        self._estimator: Any = None
 
     @classmethod
     def config_problem(cls, config: RunConfig, backend_cls: type["Backend"]) -> str | None:
         """Why this algorithm cannot run ``config`` with ``backend_cls``, in one line."""
-        algo = config.algorithm
-        if algo.adv_estimator == "gae" and not backend_cls.supports_critic:
-            return (
-                f"algorithm {algo.name!r} estimates advantages with GAE, which needs a critic, "
-                f"but backend {config.model.backend!r} provides none; use --algo grpo, drgrpo "
-                "or dapo, or set algorithm.adv_estimator: grpo"
-            )
+        if config.algorithm.adv_estimator is None:
+            return (f"algorithm {config.algorithm.name!r} names no advantage estimator: set "
+                    "algorithm.adv_estimator (core plugins lists the estimators)")
         return None
 
     def training_groups(self, run: "RunSession", batch: Batch) -> tuple[list[Group], dict[str, float]]:
@@ -112,10 +110,11 @@ class PolicyGradient(Algorithm):
              rewards: list[list[float]]) -> list[list[Row]]:
         """Per trajectory, its turns with response tokens as rows with advantages (before
         the loss scale). ``groups[i]`` numbers trajectory i's prompt group; ``rewards[i]``
-        are its turn rewards after shaping. The one step a new estimator replaces."""
-        if self.settings.adv_estimator == "gae":
-            return gae_rows(run, trajectories, rewards, self.settings)
-        return outcome_rows(trajectories, groups, rewards, self.settings)
+        are its turn rewards after shaping: the estimator's (``algorithm.adv_estimator``)."""
+        if self._estimator is None:
+            estimator_cls = run.plugins.registries.estimators.get(self.settings.adv_estimator)
+            self._estimator = estimator_cls(self.config)
+        return self._estimator.rows(run, trajectories, groups, rewards)
 
     # ------------------------------------------------------------------ gradient decomposition
     def advantage_rows(self, run: "RunSession", groups: list[Group]) -> list[list[Row]]:
