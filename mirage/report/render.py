@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from mirage.report import collapse, regime
-from mirage.report.findings import FINDINGS, SUCCESS, Finding
+from mirage.report.findings import FINDINGS, SUCCESS, Finding, provoked_collapse
 from mirage.report.paired import BOOTSTRAP_SEED, CONFIDENCE, POWER, RESAMPLES, detectable_factor
 from mirage.report.results import POWERED, STUDY, Study, findings_experiment, read_study
 from mirage.report.summary import LAST_CHECKS, markdown_table
@@ -25,16 +25,32 @@ def build_report(results: Path, out: Path, figure_dir: Path, notes: Path | None 
     everything = read_study(results)
     name = findings_experiment(everything.runs)
     study = everything.of(name)
-    findings = [measure(study, figure_dir) for measure in FINDINGS] if len(study.runs) else []
+    findings = ([_measured(measure, study, everything, figure_dir) for measure in FINDINGS]
+                if len(study.runs) else [])
     collapse_finding = collapse.collapse_study(everything, figure_dir)
     readings = yaml.safe_load(notes.read_text()) if notes and notes.exists() else {}
     readings = {str(key): text for key, text in (readings or {}).items()}
     design = _design(results, study, name) if len(study.runs) else f"The results hold no run of `{STUDY}`."
     out.parent.mkdir(parents=True, exist_ok=True)
-    text = _markdown(findings, collapse_finding, readings, _introduction(name, design),
+    text = _markdown(findings, collapse_finding, readings, _introduction(name, design), name,
                      _reading(study), out, figure_dir)
     out.write_text(text + _calibration(regime.calibration_table(everything), readings))
     return findings + ([collapse_finding] if collapse_finding else [])
+
+
+def _measured(measure, study: Study, everything: Study, figure_dir: Path) -> Finding:
+    """``measure`` on ``study``; the provoked regime, which the powered study leaves to the
+    collapse study, on the first study's runs when only they have it (so every regime tried
+    stays reported)."""
+    provoked = (study.runs["regime"] == "provoked").any()
+    earlier = everything.of(STUDY)
+    if measure is provoked_collapse and not provoked and (earlier.runs["regime"] == "provoked").any():
+        finding = measure(earlier, figure_dir)
+        finding.evidence.insert(0, f"Measured on the first study, `{STUDY}` (its seeds, 20 iterations, "
+                                   f"the previous demonstrations); `{POWERED}` leaves this regime to the "
+                                   "collapse study below.")
+        return finding
+    return measure(study, figure_dir)
 
 
 CALIBRATION_TITLE = f"Finding the collapse regime (experiment `{regime.CALIBRATION}`)"
@@ -118,7 +134,7 @@ def _introduction(name: str, design: str) -> str:
 
 
 def _markdown(findings: list[Finding], collapse_finding: Finding | None, readings: dict, introduction: str,
-              reading: str, out: Path, figure_dir: Path) -> str:
+              name: str, reading: str, out: Path, figure_dir: Path) -> str:
     figure_link = Path(os.path.relpath(figure_dir, out.parent))
     lines = [
         "# Reproducing the paper's findings at CPU scale",
@@ -133,12 +149,16 @@ def _markdown(findings: list[Finding], collapse_finding: Finding | None, reading
         "regime (seeds paired, 60 iterations, 256 validation episodes, equal optimizer steps per "
         "iteration in both arms). They use the state-describing demonstrations (Sokoban "
         "version 3, FrozenLake version 4, docs/warm-start.md) and exact group statistics "
-        "(docs/diagnostics.md); the `reproduction` runs predate both (the previous "
-        "demonstrations, veRL's float32 group estimator, unequal optimizer steps).",
+        "(docs/diagnostics.md)"
+        + (f", as `{POWERED}` does; the first study, `{STUDY}`, predates them (the previous "
+           "demonstrations, veRL's float32 group estimator, unequal optimizer steps)."
+           if name == POWERED else
+           f"; the `{STUDY}` runs predate both (the previous demonstrations, veRL's float32 "
+           "group estimator, unequal optimizer steps)."),
         "",
         "Regenerate this page (tables, figures, verdicts) from the committed results: "
         "`core report`. Re-run the study (it resumes: finished cells are reused): "
-        "`core sweep reproduction --width 2 --db runs/reproduction.duckdb` (likewise "
+        f"`core sweep {name} --width 2 --db runs/{name}.duckdb` (likewise "
         "`collapse_calibration` and `collapse`), then `core report --from-store STORE` with "
         "one `--from-store` per store. Browse the runs in the app: "
         "`core report --restore runs/study.duckdb && core app --db runs/study.duckdb`.",

@@ -97,7 +97,8 @@ def test_summaries_on_hand_checked_cases():
 
 def test_findings_use_the_powered_rerun_once_the_results_hold_it(tmp_path, cli):
     """With runs of `reproduction_powered` in the results, every finding is measured on
-    them alone and the page says so; without them, on `reproduction` (the tests above)."""
+    them alone and the page says so, but the provoked regime, which the powered study does
+    not run, on `reproduction`'s runs; without them, on `reproduction` (the tests above)."""
     powered = tmp_path / "results"
     powered.mkdir()
     for table in RESULTS.glob("*.parquet"):
@@ -105,7 +106,8 @@ def test_findings_use_the_powered_rerun_once_the_results_hold_it(tmp_path, cli):
     runs = pd.read_parquet(RESULTS / "runs.parquet")
     first = runs["experiment"] == "reproduction"
     labels = read_study(RESULTS).of("reproduction").runs
-    seeds_0_1 = labels.loc[labels["seed"].isin([0, 1]), "run_id"]  # whole seeds: arms stay paired
+    # whole seeds (arms stay paired), without the provoked regime, as in the powered study
+    seeds_0_1 = labels.loc[labels["seed"].isin([0, 1]) & (labels["regime"] != "provoked"), "run_id"]
     relabelled = runs[runs["run_id"].isin(seeds_0_1)]
     runs.loc[runs["run_id"].isin(relabelled["run_id"]), "experiment"] = "reproduction_powered"
     runs.to_parquet(powered / "runs.parquet")
@@ -116,5 +118,8 @@ def test_findings_use_the_powered_rerun_once_the_results_hold_it(tmp_path, cli):
     assert "The registry experiment `reproduction_powered` (registry.yaml)" in text
     assert f"{len(relabelled)} runs:" in text
     assert f"{int(first.sum())} runs:" not in text
+    provoked = text.split("## Provoking template collapse")[1].split("\n## ")[0]
+    assert "Measured on the first study, `reproduction`" in provoked
+    assert "| none | retrieval acc. |" in provoked  # its table, from the first study's runs
     assert findings_experiment(read_study(powered).runs) == "reproduction_powered"
     assert findings_experiment(read_study(RESULTS).runs) == "reproduction"
