@@ -1,7 +1,7 @@
 """Base classes of the named components an algorithm, advantage estimator, filter,
-diagnostic or logger plugin provides. Each states every method the run calls on it: the abstract ones a component
-implements, and the optional ones with the default it inherits. A registry refuses a class
-that does not subclass its kind's base (mirage/core/registry.py).
+diagnostic or logger plugin provides. Each states every method the run calls on it: the
+abstract ones a component implements, and the optional ones with the default it inherits.
+A registry refuses a class that does not subclass its kind's base (mirage/core/registry.py).
 
 ``run`` is the run's :class:`mirage.core.session.RunSession`, typed ``Any`` here: the
 session holds the plugin manager, whose registries import this module, so naming its
@@ -28,7 +28,7 @@ class Algorithm(ABC):
     preset: ClassVar[Mapping[str, Any]] = {}
     """Values for the ``algorithm`` section's settings a config leaves unset (None), e.g.
     PPO's ``{"adv_estimator": "gae", "loss_agg_mode": "token-mean"}``. Resolved into the
-    run's config before anything runs (:func:`mirage.core.resolve.resolve_algorithm`), so
+    run's config before anything runs (:func:`mirage.core.validate.resolve_algorithm`), so
     a stored config shows what ran. Default: none."""
 
     def __init__(self, config: "RunConfig") -> None:

@@ -26,7 +26,7 @@ from mirage.core.loaded_plugins import Plugins
 from mirage.core.overrides import assign, merged
 from mirage.core.paths import read_text_file
 from mirage.core.plugins import build_plugins
-from mirage.core.validate import ConfigError, build_config, one_line, validate_config
+from mirage.core.validate import ConfigError, build_config, one_line, parse_config, validate_config
 
 
 class Experiment(BaseModel):
@@ -80,10 +80,7 @@ class Experiment(BaseModel):
         """Raise ConfigError naming the first value a cell's config refuses; needs no
         plugins (component names and presets are checked by :meth:`check`)."""
         for _, data in self._cell_data():
-            try:
-                RunConfig.model_validate(data)
-            except ValidationError as error:
-                raise ConfigError(one_line(error)) from None
+            parse_config(data)
 
     def listed_cells(self) -> int:
         """How many cells the grid lists (variants x axis values x seeds), before cells
@@ -138,7 +135,7 @@ class Experiment(BaseModel):
         plugin registries refuse (an unknown name lists the valid ones)."""
         for point, data in self._cell_data():
             try:
-                validate_config(build_config(data, plugins), plugins)
+                validate_config(parse_config(data), plugins)  # which resolves it
             except ConfigError as error:
                 raise ConfigError(f"cell {cell_label(point)!r}: {error}") from None
 
