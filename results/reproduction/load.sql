@@ -1,6 +1,9 @@
-COPY events FROM 'results/reproduction/events.parquet' (FORMAT 'parquet', compression 'zstd');
-COPY "groups" FROM 'results/reproduction/groups.parquet' (FORMAT 'parquet', compression 'zstd');
-COPY metrics FROM 'results/reproduction/metrics.parquet' (FORMAT 'parquet', compression 'zstd');
-COPY rollouts FROM 'results/reproduction/rollouts.parquet' (FORMAT 'parquet', compression 'zstd');
-COPY runs FROM 'results/reproduction/runs.parquet' (FORMAT 'parquet', compression 'zstd');
-COPY schema_version FROM 'results/reproduction/schema_version.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY events FROM '/tmp/m/merged/events.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY "groups" FROM '/tmp/m/merged/groups.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY metrics FROM '/tmp/m/merged/metrics.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY rollouts FROM '/tmp/m/merged/rollouts.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY runs FROM '/tmp/m/merged/runs.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY schema_migrations FROM '/tmp/m/merged/schema_migrations.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY schema_version FROM '/tmp/m/merged/schema_version.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY sweeps FROM '/tmp/m/merged/sweeps.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY sweep_cells FROM '/tmp/m/merged/sweep_cells.parquet' (FORMAT 'parquet', compression 'zstd');

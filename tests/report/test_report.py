@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 
 from mirage.core.store import RunStore
-from mirage.report.results import Study, export_study, findings_experiment, read_study, restore_study
+from mirage.report.results import (
+    POWERED, STUDY_EXPERIMENTS, Study, export_study, findings_experiment, read_study, restore_study,
+)
 from mirage.report.summary import LAST_CHECKS, by_seed, change, endpoint, markdown_table, over_seeds
 from mirage.report.verdicts import FINDING_VERDICTS
 REPO = Path(__file__).resolve().parents[2]
@@ -31,9 +33,11 @@ def test_report_command_renders_every_finding_from_the_committed_results(tmp_pat
     assert stdout.count("finding ") == 8
     linked = re.findall(r"!\[[^\]]*\]\(img/([^)]+)\)", text)
     assert len(linked) == 8 and all((figures / name).stat().st_size > 1000 for name in linked)
-    study = read_study(RESULTS).of("reproduction")
+    committed = read_study(RESULTS)
+    assert findings_experiment(committed.runs) == POWERED  # the powered re-run is committed
+    study = committed.of(POWERED)
     assert f"{len(study.runs)} runs" in text
-    assert set(study.runs.groupby(["env", "filter", "slip", "regime"]).size()) == {3}  # 3 seeds each
+    assert set(study.runs.groupby(["env", "filter", "slip", "regime"]).size()) == {5}  # 5 seeds each
 
 
 def test_committed_report_is_what_the_command_renders(tmp_path, cli):
@@ -51,8 +55,7 @@ def test_results_round_trip_through_a_store(tmp_path):
     assert len(runs) == len(read_study(RESULTS).runs)
     assert {r["status"] for r in runs} == {"finished"}
     again = tmp_path / "again"
-    experiments = ("reproduction", "collapse", "collapse_calibration")
-    assert export_study(restored, again, experiments) == dict(
+    assert export_study(restored, again, STUDY_EXPERIMENTS) == dict(
         read_study(RESULTS).runs.groupby("experiment").size().items())
     before = pd.read_parquet(RESULTS / "metrics.parquet").sort_values(["run_id", "step", "name"])
     after = pd.read_parquet(again / "metrics.parquet").sort_values(["run_id", "step", "name"])
@@ -104,6 +107,7 @@ def test_findings_use_the_powered_rerun_once_the_results_hold_it(tmp_path, cli):
     for table in RESULTS.glob("*.parquet"):
         (powered / table.name).write_bytes(table.read_bytes())
     runs = pd.read_parquet(RESULTS / "runs.parquet")
+    runs = runs[runs["experiment"] != POWERED].reset_index(drop=True)  # as before the re-run landed
     first = runs["experiment"] == "reproduction"
     labels = read_study(RESULTS).of("reproduction").runs
     # whole seeds (arms stay paired), without the provoked regime, as in the powered study
@@ -122,4 +126,5 @@ def test_findings_use_the_powered_rerun_once_the_results_hold_it(tmp_path, cli):
     assert "Measured on the first study, `reproduction`" in provoked
     assert "| none | retrieval acc. |" in provoked  # its table, from the first study's runs
     assert findings_experiment(read_study(powered).runs) == "reproduction_powered"
-    assert findings_experiment(read_study(RESULTS).runs) == "reproduction"
+    before = pd.read_parquet(RESULTS / "runs.parquet")
+    assert findings_experiment(before[before["experiment"] != POWERED]) == "reproduction"

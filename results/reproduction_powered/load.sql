@@ -1,9 +1,0 @@
-COPY events FROM '/tmp/m/powered_results/events.parquet' (FORMAT 'parquet', compression 'zstd');
-COPY "groups" FROM '/tmp/m/powered_results/groups.parquet' (FORMAT 'parquet', compression 'zstd');
-COPY metrics FROM '/tmp/m/powered_results/metrics.parquet' (FORMAT 'parquet', compression 'zstd');
-COPY rollouts FROM '/tmp/m/powered_results/rollouts.parquet' (FORMAT 'parquet', compression 'zstd');
-COPY runs FROM '/tmp/m/powered_results/runs.parquet' (FORMAT 'parquet', compression 'zstd');
-COPY schema_migrations FROM '/tmp/m/powered_results/schema_migrations.parquet' (FORMAT 'parquet', compression 'zstd');
-COPY schema_version FROM '/tmp/m/powered_results/schema_version.parquet' (FORMAT 'parquet', compression 'zstd');
-COPY sweeps FROM '/tmp/m/powered_results/sweeps.parquet' (FORMAT 'parquet', compression 'zstd');
-COPY sweep_cells FROM '/tmp/m/powered_results/sweep_cells.parquet' (FORMAT 'parquet', compression 'zstd');
