@@ -54,10 +54,11 @@ def resolve_algorithm(config: RunConfig, registries: Registries) -> None:
     algo = config.algorithm
     try:
         algorithm_cls = registries.algorithms.get(algo.name)
-        data = _unset_filled(algo.model_dump(), algorithm_cls.preset, f"algorithm {algo.name!r}'s preset")
-        if data["adv_estimator"] is not None:
-            estimator_cls = registries.estimators.get(data["adv_estimator"])
-            data = _unset_filled(data, estimator_cls.defaults, f"estimator {data['adv_estimator']!r}'s defaults")
+        data = _unset_filled(algo.model_dump(), algorithm_cls.preset,
+                             f"algorithm {algo.name!r}'s preset")
+        if (estimator := data["adv_estimator"]) is not None:
+            data = _unset_filled(data, registries.estimators.get(estimator).defaults,
+                                 f"estimator {estimator!r}'s defaults")
     except UnknownComponentError as error:
         raise ConfigError(str(error)) from None
     try:
@@ -77,7 +78,8 @@ def _unset_filled(data: dict[str, Any], values: Mapping[str, Any], source: str) 
     valid = list(AlgorithmConfig.model_fields)
     for key in values:
         if key not in valid:
-            raise ConfigError(f"{source} sets {key!r}, which is no algorithm setting; valid: {', '.join(valid)}")
+            raise ConfigError(f"{source} sets {key!r}, which is no algorithm setting; "
+                              f"valid: {', '.join(valid)}")
     return data | {key: value for key, value in values.items() if data[key] is None}
 
 
@@ -130,7 +132,8 @@ def validate_config(config: RunConfig, plugins: Plugins) -> Any:
     if problem := backend_cls.config_problem(config):
         raise ConfigError(problem)
     estimator = config.algorithm.adv_estimator
-    if estimator is not None and reg.estimators.get(estimator).needs_critic and not backend_cls.supports_critic:
+    needs_critic = estimator is not None and reg.estimators.get(estimator).needs_critic
+    if needs_critic and not backend_cls.supports_critic:
         raise ConfigError(
             f"algorithm {config.algorithm.name!r} estimates advantages with {estimator!r}, which "
             f"needs a critic, but backend {config.model.backend!r} provides none; use --algo grpo, "

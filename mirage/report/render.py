@@ -46,9 +46,9 @@ def _measured(measure, study: Study, everything: Study, figure_dir: Path) -> Fin
     earlier = everything.of(STUDY)
     if measure is provoked_collapse and not provoked and (earlier.runs["regime"] == "provoked").any():
         finding = measure(earlier, figure_dir)
-        finding.evidence.insert(0, f"Measured on the first study, `{STUDY}` (its seeds, 20 iterations, "
-                                   f"the previous demonstrations); `{POWERED}` leaves this regime to the "
-                                   "collapse study below.")
+        finding.evidence.insert(0, f"Measured on the first study, `{STUDY}` (its seeds, 20 "
+                                   "iterations, the previous demonstrations); "
+                                   f"`{POWERED}` leaves this regime to the collapse study below.")
         return finding
     return measure(study, figure_dir)
 

@@ -4,7 +4,8 @@ Multi-turn credit assignment: each turn of a trajectory is one training row whos
 context is the environment's text (and any history) and whose response is the policy's
 own tokens; only response tokens carry loss (``PolicyOutput.mask``), environment text
 never does. The advantage estimator named by ``algorithm.adv_estimator`` (a registry:
-``gae``, ``grpo`` or a plugin's) gives every response token its advantage; the loss aggregation treats a whole trajectory as veRL's "sequence"
+``gae``, ``grpo`` or a plugin's) gives every response token its advantage; the loss
+aggregation treats a whole trajectory as veRL's "sequence"
 (:func:`~mirage.plugins.verl_algorithms.common.token_weights`).
 """
 
