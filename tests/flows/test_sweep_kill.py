@@ -52,6 +52,15 @@ def alive(processes: set[psutil.Process]) -> list[psutil.Process]:
     return left
 
 
+def command_line(process: psutil.Process) -> str:
+    """The process's command line; empty when it ended since it was listed (short-lived
+    children such as a run's ``git`` calls come and go while the sweep works)."""
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_a_killed_sweep_leaves_no_process_and_no_half_written_cell(tmp_path, cli_argv, sig):
@@ -81,14 +90,14 @@ def test_a_killed_sweep_leaves_no_process_and_no_half_written_cell(tmp_path, cli
             assert time.monotonic() < deadline, "no cell started within 240 s"
             time.sleep(0.5)
         started = family(sweep.pid)
-        names = " ".join(" ".join(p.cmdline()) for p in alive(started))
+        names = " ".join(command_line(p) for p in alive(started))
         assert "uvicorn" in names and "spawn_main" in names  # servers and pool workers exist
         sweep.send_signal(sig)
         deadline = time.monotonic() + 20
         while alive(started) and time.monotonic() < deadline:
             time.sleep(0.25)
         survivors = alive(started)
-        assert survivors == [], [" ".join(p.cmdline())[:120] for p in survivors]
+        assert survivors == [], [command_line(p)[:120] for p in survivors]
     finally:
         for process in alive(family(sweep.pid)):
             kill_tree(process)
