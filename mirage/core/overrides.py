@@ -23,7 +23,6 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from mirage.core import config_legacy
 from mirage.core.config import RunConfig
-from mirage.core.nested import MISSING, lookup  # noqa: F401 (part of this module's API)
 from mirage.core.validate import ConfigError
 
 OPEN = object()  # the type of an entry under a free-form mapping field

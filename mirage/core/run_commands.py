@@ -15,7 +15,8 @@ import yaml
 
 from mirage.core.cli_common import DB_HELP, fail, store_path
 from mirage.core.heartbeat import CRASHED, effective_status, liveness
-from mirage.core.overrides import MISSING, parse_value, split_pair
+from mirage.core.nested import MISSING
+from mirage.core.overrides import parse_value, split_pair
 from mirage.core.run_export import FORMATS, export_runs
 from mirage.core.run_index import differences, find_run, matches, render_table, table_row
 from mirage.core.store import STATUSES, RunStore

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mirage.core.heartbeat import effective_status
-from mirage.core.overrides import MISSING, lookup
+from mirage.core.nested import MISSING, lookup
 from mirage.core.validate import ConfigError
 
 TABLE_COLUMNS = ("id", "name", "status", "env", "algo", "filter", "rho", "seed", "last step",

@@ -42,9 +42,10 @@ def _measured(measure, study: Study, everything: Study, figure_dir: Path) -> Fin
     """``measure`` on ``study``; the provoked regime, which the powered study leaves to the
     collapse study, on the first study's runs when only they have it (so every regime tried
     stays reported)."""
-    provoked = (study.runs["regime"] == "provoked").any()
+    if measure is not provoked_collapse or (study.runs["regime"] == "provoked").any():
+        return measure(study, figure_dir)
     earlier = everything.of(STUDY)
-    if measure is provoked_collapse and not provoked and (earlier.runs["regime"] == "provoked").any():
+    if (earlier.runs["regime"] == "provoked").any():
         finding = measure(earlier, figure_dir)
         finding.evidence.insert(0, f"Measured on the first study, `{STUDY}` (its seeds, 20 "
                                    "iterations, the previous demonstrations); "

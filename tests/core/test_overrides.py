@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mirage.core.overrides import MISSING, assign, lookup, merged, parse_settings, raw_pairs
+from mirage.core.nested import MISSING, lookup
+from mirage.core.overrides import assign, merged, parse_settings, raw_pairs
 from mirage.core.validate import ConfigError
 
 
