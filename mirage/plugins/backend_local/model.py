@@ -38,9 +38,10 @@ def model_source_error(path: str) -> str | None:
     return None
 
 
-def build_tiny_model(config: LocalOptions, vocab_size: int, pad_id: int, eos_id: int, bos_id: int):
-    """A small Qwen2-architecture causal LM with tied embeddings."""
-    qwen = Qwen2Config(
+def tiny_model_config(config: LocalOptions, vocab_size: int, pad_id: int, eos_id: int,
+                      bos_id: int) -> Qwen2Config:
+    """The transformers config of the tiny policy: Qwen2 architecture, tied embeddings."""
+    return Qwen2Config(
         vocab_size=vocab_size,
         hidden_size=config.hidden,
         intermediate_size=config.hidden * 3,
@@ -53,6 +54,11 @@ def build_tiny_model(config: LocalOptions, vocab_size: int, pad_id: int, eos_id:
         eos_token_id=eos_id,
         bos_token_id=bos_id,
     )
+
+
+def build_tiny_model(config: LocalOptions, vocab_size: int, pad_id: int, eos_id: int, bos_id: int):
+    """A small Qwen2-architecture causal LM with tied embeddings, freshly initialised."""
+    qwen = tiny_model_config(config, vocab_size, pad_id, eos_id, bos_id)
     with _BUILDING:
         return Qwen2ForCausalLM(qwen)
 

@@ -29,9 +29,10 @@ class LocalOptions(BaseModel):
     warmstart_batch: int = Field(64, ge=1, description="demonstration pairs per warm-start step")
     warmstart_lr: float = Field(2e-3, gt=0, description="warm-start learning rate")
     warmstart_seed: int | None = Field(
-        None, ge=0, description="seed of the demonstrations and the supervised warm start (None: "
-        "the run seed); one value for every run of a study starts them all from one policy, as "
-        "the paper's runs share one base model, so seeds differ only in their RL",
+        0, ge=0, description="seed of the demonstrations and the supervised warm start, apart from "
+        "the run seed: every run seed starts from one policy, as RL studies start from one "
+        "pretrained model, so seeds differ only in their RL. None: the run seed (one warm start "
+        "per run seed, the default of runs stored before December 2026)",
     )
     warmstart_env_options: dict[str, Any] = Field(
         default_factory=dict,

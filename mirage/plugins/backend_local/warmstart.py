@@ -1,8 +1,13 @@
 """Warm start: supervised training of the tiny policy on demonstrations, cached on disk.
 
-The cache key covers everything that changes the result (environment and its options,
-turn protocol, model shape, warm-start settings, the run seed), so a cached policy is
-reused only where it would be rebuilt identically.
+A warm start is looked up by its cache key, first in the cache (``$MIRAGE_CACHE``), then
+among the policies shipped with the package (:mod:`.shipped`); only when neither has it
+is it trained, and cached. The key covers everything that changes the result (the
+environment and its options, the turn protocol, the model shape, the warm-start settings
+and seed) and, since the code that makes demonstrations, tokenizers and models changes
+too, a fingerprint of what that code produces now: a sample of the demonstrations, the
+tokenizer built on them and the model's transformers config. So a cached or shipped
+policy is reused only where it would be rebuilt alike.
 """
 
 from __future__ import annotations
@@ -24,10 +29,19 @@ from tqdm import tqdm
 from mirage.core.config import RunConfig
 from mirage.core.demos import collect_demonstrations
 from mirage.plugins.backend_local import model as model_lib
+from mirage.plugins.backend_local import shipped
 from mirage.plugins.backend_local.options import WARM_START_SHAPE, LocalOptions
 from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
 
-WARMSTART_VERSION = "1"
+# 2: the key covers a fingerprint of the demonstrations, tokenizer and model config, and
+# the seed is the warm-start seed (default 0) rather than the run seed. Raise it when the
+# supervised recipe (_supervised) changes, which no fingerprint sees.
+WARMSTART_VERSION = "2"
+# Demonstrated episodes the fingerprint plays: a prefix of the warm start's own (one
+# random stream), enough to meet every reasoning template, cheap enough for every run.
+FINGERPRINT_EPISODES = 128
+FACTS_FILE = "warmstart.json"
+STEPS_TIMED = 5  # supervised steps timed before the build says how long it will take
 
 
 def demo_options(config: RunConfig, options: LocalOptions, env_cls) -> dict[str, Any]:
@@ -41,7 +55,31 @@ def demo_options(config: RunConfig, options: LocalOptions, env_cls) -> dict[str,
             if fields[name].is_required() or resolved[name] != fields[name].get_default(call_default_factory=True)}
 
 
+def warmstart_seed(config: RunConfig, options: LocalOptions) -> int:
+    """The seed the warm start is built with: the backend's ``warmstart_seed`` (default 0,
+    one warm start for every run seed), or the run seed where it is None."""
+    seed = options.warmstart_seed
+    return config.seed if seed is None else seed
+
+
+def fingerprint(config: RunConfig, options: LocalOptions, env_cls) -> str:
+    """A digest of what today's code builds a warm start from: the first demonstrated
+    episodes, the vocabulary of a tokenizer trained on them and the model's config."""
+    episodes = min(FINGERPRINT_EPISODES, options.warmstart_episodes)
+    env_options = env_cls.Options(**demo_options(config, options, env_cls))
+    demos = collect_demonstrations(env_cls, env_options, config.env, episodes,
+                                   warmstart_seed(config, options))
+    tokenizer = build_word_tokenizer(c + "\n" + r for c, r in demos.pairs)
+    shape = model_lib.tiny_model_config(options, len(tokenizer), tokenizer.pad_token_id,
+                                        tokenizer.eos_token_id, tokenizer.bos_token_id).to_diff_dict()
+    shape.pop("transformers_version", None)
+    parts = {"pairs": demos.pairs, "success": demos.success_rate,
+             "vocab": sorted(tokenizer.get_vocab().items()), "model": shape}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def cache_key(config: RunConfig, options: LocalOptions, env_cls) -> str:
+    """The name of the warm start ``config`` asks for (16 hex digits)."""
     env_config = config.env.model_dump(mode="json")
     env_config["options"] = demo_options(config, options, env_cls)
     env_config.pop("chat_template")  # the tiny policy's tokenizer has none: it never applies
@@ -51,43 +89,59 @@ def cache_key(config: RunConfig, options: LocalOptions, env_cls) -> str:
         "env_config": env_config,
         "model": options.model_dump(mode="json", include=set(WARM_START_SHAPE)),
         "seed": warmstart_seed(config, options),
+        "fingerprint": fingerprint(config, options, env_cls),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def warmstart_seed(config: RunConfig, options: LocalOptions) -> int:
-    """The seed the warm start is built with: the backend's ``warmstart_seed``, else the run seed."""
-    seed = options.warmstart_seed
-    return config.seed if seed is None else seed
-
-
 def warm_start(config: RunConfig, options: LocalOptions, env_cls, cache_dir: Path, *,
                progress: bool = True):
-    """Return (model, tokenizer, facts), building and caching them if needed; ``progress``
-    shows the build's bar on stderr."""
-    target = cache_dir / "warmstart" / f"{env_cls.name}-{cache_key(config, options, env_cls)}"
-    facts_file = target / "warmstart.json"
-    if facts_file.exists():
-        model, tokenizer = model_lib.load_pretrained(str(target))
-        facts = json.loads(facts_file.read_text())
-        return model, tokenizer, {**facts, "warmstart_cached": True}
+    """Return (model, tokenizer, facts): the cached warm start, else the shipped one, else
+    one trained now and cached. ``progress`` shows the build's bar and notices on stderr.
+    ``facts["warmstart_source"]`` says which (``cache``, ``shipped``, ``built``)."""
+    key = cache_key(config, options, env_cls)
+    target = cache_dir / "warmstart" / f"{env_cls.name}-{key}"
+    for source, directory in (("cache", target), ("shipped", shipped.find(env_cls.name, key))):
+        if directory is not None and (directory / FACTS_FILE).exists():
+            return load(directory, source)
 
-    cfg = options
+    if progress:
+        tqdm.write(f"warm start: {shipped.why_not(env_cls.name, key)}; training one "
+                   f"({options.warmstart_steps} steps), cached in {target} for later runs. "
+                   f"To skip the wait, keep model.options at their defaults for a shipped "
+                   f"environment ({', '.join(shipped.names()) or 'none'}), or build it ahead "
+                   f"once with `core warmstart {env_cls.name}`", file=sys.stderr)
+    model, tokenizer, facts = build(config, options, env_cls, progress=progress)
+    facts["warmstart_key"] = key
+    save(target, model, tokenizer, facts)
+    return model, tokenizer, {**facts, "warmstart_cached": False, "warmstart_source": "built"}
+
+
+def load(directory: Path, source: str):
+    """(model, tokenizer, facts) of a saved warm start; ``source`` names where it was."""
+    model, tokenizer = model_lib.load_pretrained(str(directory))
+    facts = json.loads((directory / FACTS_FILE).read_text())
+    facts.pop("provenance", None)  # a shipped policy's record: see `core warmstart ENV`
+    return model, tokenizer, {**facts, "warmstart_cached": True, "warmstart_source": source}
+
+
+def build(config: RunConfig, options: LocalOptions, env_cls, *, progress: bool = True):
+    """Collect the demonstrations, build the tokenizer and train the policy on them."""
     started = time.perf_counter()
     env_options = env_cls.Options(**demo_options(config, options, env_cls))
     seed = warmstart_seed(config, options)
-    demos = collect_demonstrations(env_cls, env_options, config.env, cfg.warmstart_episodes, seed)
+    demos = collect_demonstrations(env_cls, env_options, config.env, options.warmstart_episodes, seed)
     tokenizer = build_word_tokenizer(c + "\n" + r for c, r in demos.pairs)
     torch.manual_seed(seed)
     model = model_lib.build_tiny_model(
-        cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.bos_token_id
+        options, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.bos_token_id
     )
     eos = tokenizer.eos_token_id
     data = [
         (tokenizer.encode(c, add_special_tokens=False), tokenizer.encode(r, add_special_tokens=False) + [eos])
         for c, r in demos.pairs
     ]
-    final_loss = _supervised(model, data, cfg, seed, progress)
+    final_loss = _supervised(model, data, options, seed, progress)
     facts: dict[str, Any] = {
         "warmstart_pairs": len(data),
         "warmstart_demo_success": demos.success_rate,
@@ -95,21 +149,24 @@ def warm_start(config: RunConfig, options: LocalOptions, env_cls, cache_dir: Pat
         "vocab_size": len(tokenizer),
         "warmstart_seconds": round(time.perf_counter() - started, 1),
     }
-    # Concurrent sweep cells may build the same warm start: each writes its own directory
-    # and renames it into place, so a reader never sees a half-written one.
+    return model, tokenizer, facts
+
+
+def save(target: Path, model, tokenizer, facts: dict[str, Any]) -> None:
+    """Write a warm start to ``target`` whole or not at all: concurrent sweep cells may
+    build the same one, so each writes its own directory and renames it into place."""
     tmp = target.parent / f".{target.name}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    (tmp / facts_file.name).write_text(json.dumps(facts))
-    if target.exists() and not facts_file.exists():  # left by an interrupted older build
+    (tmp / FACTS_FILE).write_text(json.dumps(facts, indent=1) + "\n")
+    if target.exists() and not (target / FACTS_FILE).exists():  # left by an interrupted build
         shutil.rmtree(target, ignore_errors=True)
     try:
         tmp.rename(target)
     except OSError:  # another process put the same warm start in place first
         shutil.rmtree(tmp, ignore_errors=True)
-    return model, tokenizer, {**facts, "warmstart_cached": False}
 
 
 def _supervised(model, data: list[tuple[list[int], list[int]]], cfg, seed: int,
@@ -125,7 +182,8 @@ def _supervised(model, data: list[tuple[list[int], list[int]]], cfg, seed: int,
     pad = model.config.pad_token_id
     bar = tqdm(range(cfg.warmstart_steps), desc="warm start", unit="step", leave=False,
                disable=not progress, file=sys.stderr)
-    for _ in bar:
+    started = time.perf_counter()
+    for step in bar:
         batch = rng.sample(data, min(cfg.warmstart_batch, len(data)))
         width = max(len(c) + len(r) for c, r in batch)
         ids = torch.full((len(batch), width), pad, dtype=torch.long)
@@ -143,5 +201,13 @@ def _supervised(model, data: list[tuple[list[int], list[int]]], cfg, seed: int,
         optimizer.zero_grad(set_to_none=True)
         loss_value = loss.item()
         bar.set_postfix(loss=f"{loss_value:.3f}")
+        if progress and step + 1 == STEPS_TIMED < cfg.warmstart_steps:
+            seconds = (time.perf_counter() - started) / STEPS_TIMED * cfg.warmstart_steps
+            tqdm.write(f"warm start: about {_duration(seconds)} on this machine "
+                       f"({cfg.warmstart_steps} steps)", file=sys.stderr)
     model.eval()
     return loss_value
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} minutes" if seconds >= 90 else f"{seconds:.0f} seconds"
