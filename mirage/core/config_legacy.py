@@ -16,7 +16,17 @@ the flat layout the hashes were computed on, and both layouts of one config hash
 Hashes count only the settings that differ from the defaults. Until algorithm presets moved
 onto the algorithm classes, the defaults themselves were resolved under the default
 algorithm, GRPO; :data:`HASHED_ALGORITHM_DEFAULTS` keeps those values as the basis, so a
-resolved config hashes as it always did.
+resolved config hashes as it always did. :data:`HASHED_RUN_DEFAULTS` does the same for run
+defaults changed later (steps, validation): a stored run keeps its hash, and a config at
+today's defaults hashes by what it differs from the old ones.
+
+The warm-start seed's default changed later (issue #31): ``model.options.warmstart_seed``
+left unset meant the run seed (None) and now means 0, one warm start for every run seed.
+Data that says nothing of it is read by when it was written: config data in the old
+layout keeps the old default (it is moved as an explicit None), stored runs of the new
+layout got an explicit None from the store's migration 5 (``fill_warmstart_seed``), and
+:func:`hash_view` hashes an unset one as the seed it now means, so a run of the new
+default never shares a hash with a stored per-seed warm start.
 """
 
 from __future__ import annotations
@@ -58,6 +68,21 @@ HASHED_ALGORITHM_DEFAULTS: dict[str, Any] = {
 }
 
 
+# The warm-start seed: its path in the old layout, and the backends whose options hold it.
+WARMSTART_SEED = "model.warmstart_seed"
+WARMSTART_BACKENDS = ("local", "vllm")
+WARMSTART_SEED_DEFAULT = 0  # the local backend's default since issue #31 (None before)
+
+
+# Run defaults changed since hashes were defined (issue #31 made the main job fit minutes),
+# at the values runs were hashed against; only the basis of the hash, like the above.
+HASHED_RUN_DEFAULTS: dict[str, Any] = {
+    "steps": 40,
+    "validation.every": 10,
+    "validation.episodes": 256,
+}
+
+
 def new_path(path: str) -> str:
     """Where the setting at dotted ``path`` lives now (``path`` itself unless it moved)."""
     return MOVED[path][0] if path in MOVED else path
@@ -69,9 +94,11 @@ def migrate(data: Any) -> Any:
     if not isinstance(data, dict):
         return data
     data = copy.deepcopy(data)
+    if old_layout(data) and lookup(data, WARMSTART_SEED) is MISSING:
+        _put(data, WARMSTART_SEED, None)  # the old layout's default: the run seed
     for old, (new, default) in MOVED.items():
         value = _pop(data, old)
-        if value is MISSING or value == default:
+        if value is MISSING or (value == default and old != WARMSTART_SEED):
             continue
         if lookup(data, new) is not MISSING:
             raise ValueError(f"{old} (the old layout) and {new} both given; keep {new}")
@@ -79,8 +106,38 @@ def migrate(data: Any) -> Any:
     return data
 
 
+def old_layout(data: dict[str, Any]) -> bool:
+    """Whether config data is in the flat layout: it holds a setting at an old path."""
+    return any(lookup(data, old) is not MISSING for old in MOVED)
+
+
+def uses_warmstart_seed(data: dict[str, Any]) -> bool:
+    """Whether config data (of the current layout) names a backend with a warm start."""
+    model = data.get("model") or {}
+    return model.get("backend", "local") in WARMSTART_BACKENDS and model.get("path") is None
+
+
+def fill_warmstart_seed(data: dict[str, Any]) -> bool:
+    """Give a stored config of the current layout that leaves the warm-start seed unset
+    the value it ran with (None: the run seed); True when ``data`` was changed. What the
+    store's migration 5 applies to runs stored before the default changed."""
+    options = (data.get("model") or {}).get("options")
+    if old_layout(data) or not isinstance(options, dict) or "warmstart_seed" in options \
+            or not uses_warmstart_seed(data):
+        return False
+    options["warmstart_seed"] = None
+    return True
+
+
 def hash_view(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` of either layout in the flat layout run hashes are computed on."""
+    if not old_layout(data) and uses_warmstart_seed(data) \
+            and lookup(data, "model.options.warmstart_seed") is MISSING:
+        # Unset now means seed 0. At run seed 0 that is the old default's warm start (the
+        # hash is the old one); at any other seed, seed 0's, hashed as an explicit 0.
+        data = copy.deepcopy(data)
+        seed = WARMSTART_SEED_DEFAULT if data.get("seed", 0) != WARMSTART_SEED_DEFAULT else None
+        _put(data, "model.options.warmstart_seed", seed)
     data = migrate(data)
     for old, (new, _) in MOVED.items():
         value = _pop(data, new)
@@ -96,6 +153,8 @@ def hash_defaults(defaults: dict[str, Any]) -> dict[str, Any]:
     for old, (_, default) in MOVED.items():
         _put(view, old, copy.deepcopy(default))
     view["algorithm"] |= HASHED_ALGORITHM_DEFAULTS
+    for path, value in HASHED_RUN_DEFAULTS.items():
+        _put(view, path, value)
     return view
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import duckdb
 
 from mirage.core.store_file import StoreFile, aware_utc, naive_now, naive_utc
+from mirage.core.store_migrations import WARMSTART_SEED_SCHEMA, fill_warmstart_seeds
 from mirage.core.store_rollouts import RolloutRow, replace_rollouts, rollouts_query
 
 STATUSES = frozenset({"running", "finished", "failed", "stopped"})
@@ -294,6 +295,8 @@ class RunStore(StoreFile):
                     columns = "* EXCLUDE (event_id)" if table == "events" else "*"
                     con.execute(f"INSERT INTO {table} BY NAME SELECT {columns} FROM cell.{table}"
                                 " WHERE list_contains(?, run_id)", [new])
+                if new and _attached_version(con, "cell") < WARMSTART_SEED_SCHEMA:
+                    fill_warmstart_seeds(con, new)  # what migration 5 does to its own runs
             finally:
                 con.execute("DETACH cell")
         return new
@@ -336,3 +339,12 @@ class RunStore(StoreFile):
             [run_id],
         )
         return [{**r, "at": aware_utc(r["at"])} for r in rows]
+
+
+def _attached_version(con: duckdb.DuckDBPyConnection, database: str) -> int:
+    """The schema version of an attached store file (1: it records none)."""
+    found = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND "
+                        "table_name = 'schema_version'", [database]).fetchone()[0]
+    version = con.execute(f"SELECT max(version) FROM {database}.schema_version").fetchone()[0] \
+        if found else None
+    return version or 1

@@ -5,14 +5,20 @@ version 3 on, one ``schema_migrations`` row per change applied to it. A migratio
 numbered, named list of SQL statements that only adds (tables, columns), so rows written
 by older code stay valid and ``RunStore.import_runs`` (``INSERT ... BY NAME``) still copies
 an older cell file into a newer store: the columns it lacks read NULL or their default.
+A migration may also rewrite rows whose meaning changed (5: the warm-start seed's
+default); ``import_runs`` applies the same rewrite to runs it copies from an older file.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import duckdb
+
+from mirage.core import config_legacy
 
 
 # The version-2 tables, created (IF NOT EXISTS) on every opening that writes; newer
@@ -51,6 +57,22 @@ class Migration:
     version: int
     description: str
     statements: tuple[str, ...]
+    rewrite: Callable[[duckdb.DuckDBPyConnection], None] | None = None
+    """Rows rewritten after the statements (a change of what stored data means)."""
+
+
+def fill_warmstart_seeds(con: duckdb.DuckDBPyConnection, run_ids: list[str] | None = None) -> int:
+    """Give every stored run config (of ``run_ids``; None: all) that leaves the warm-start
+    seed unset the None it ran with (config_legacy.fill_warmstart_seed); return how many
+    changed."""
+    where, params = ("", []) if run_ids is None else (" WHERE list_contains(?, run_id)", [run_ids])
+    changed = 0
+    for run_id, text in con.execute("SELECT run_id, config FROM runs" + where, params).fetchall():
+        config = json.loads(text)
+        if config_legacy.fill_warmstart_seed(config):
+            con.execute("UPDATE runs SET config = ? WHERE run_id = ?", [json.dumps(config), run_id])
+            changed += 1
+    return changed
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -83,8 +105,13 @@ MIGRATIONS: tuple[Migration, ...] = (
             host TEXT NOT NULL, pid INTEGER NOT NULL, state TEXT NOT NULL, message TEXT,
             started_at TIMESTAMP NOT NULL, finished_at TIMESTAMP)""",
     )),
+    # The local backend's warm-start seed now defaults to 0 (one warm start for every run
+    # seed); runs stored before left it unset and ran with the run seed's own warm start.
+    Migration(5, "runs: stored configs name the warm-start seed they ran with (unset: None, "
+                 "the run seed)", (), fill_warmstart_seeds),
 )
 LATEST = MIGRATIONS[-1].version
+WARMSTART_SEED_SCHEMA = 5  # files older than this may hold runs of the old warm-start default
 
 _LEDGER = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -105,6 +132,8 @@ def migrate(con: duckdb.DuckDBPyConnection, found: int | None) -> list[Migration
     for migration in applied:
         for statement in migration.statements:
             con.execute(statement)
+        if migration.rewrite is not None:
+            migration.rewrite(con)
         con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [
             migration.version, migration.description,
             datetime.now(timezone.utc).replace(tzinfo=None)])

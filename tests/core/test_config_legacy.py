@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from mirage.core.config import config_hash
-from mirage.core.config_legacy import MOVED, hash_view, migrate
+from mirage.core.config_legacy import (
+    MOVED, WARMSTART_SEED, WARMSTART_SEED_DEFAULT, hash_view, migrate,
+)
 from mirage.core.plugins import build_plugins
 from mirage.core.validate import ConfigError, build_config, validate_config
 from mirage.flows.cells import plan_cells
@@ -37,10 +39,13 @@ def test_old_settings_move_to_the_components_options():
     assert powered.filter.options == {}
     quartile = build_config(STORED["quartile 3, tiny"]["config"])
     assert quartile.filter.options == {"quartile": 3}
+    # the old layout's warm-start seed default (None: the run seed) is kept, not dropped
     assert quartile.model.options == {"hidden": 32, "layers": 1, "heads": 2, "warmstart_episodes": 40,
-                                      "warmstart_steps": 15, "warmstart_batch": 16}
+                                      "warmstart_steps": 15, "warmstart_batch": 16,
+                                      "warmstart_seed": None}
     vllm = build_config(STORED["vllm backend, gpu memory 0.8, generate decoder"]["config"])
-    assert vllm.model.options == {"gpu_memory": 0.8, "decoder": "generate", "warmstart_lr": 0.001}
+    assert vllm.model.options == {"gpu_memory": 0.8, "decoder": "generate", "warmstart_lr": 0.001,
+                                  "warmstart_seed": None}
 
 
 def test_migrated_old_configs_pass_validation_against_the_components():
@@ -83,7 +88,8 @@ def test_every_moved_setting_has_a_new_home_in_a_built_in_component():
         section, _, option = new.split(".")
         fields = {name: field for cls in owners[section] for name, field in cls.Options.model_fields.items()}
         assert option in fields, new
-        assert fields[option].get_default(call_default_factory=True) == default, old
+        expected = WARMSTART_SEED_DEFAULT if old == WARMSTART_SEED else default  # changed since (#31)
+        assert fields[option].get_default(call_default_factory=True) == expected, old
 
 
 def test_the_sweep_in_progress_keeps_every_cell_hash():
@@ -91,3 +97,40 @@ def test_the_sweep_in_progress_keeps_every_cell_hash():
     and every cell must keep its hash so the sweep resumes where it stopped."""
     cells = [[spec.cell, spec.seed, spec.config_hash] for spec in plan_cells("reproduction_powered")]
     assert [c[2] for c in cells] == [c[2] for c in LEGACY["reproduction_powered_cells"]]
+
+
+def _dump(seed: int, **options) -> dict:
+    return build_config({"seed": seed, "model": {"options": options}}).model_dump(mode="json")
+
+
+def test_an_unset_warmstart_seed_hashes_as_the_seed_it_now_means():
+    """Unset, the warm-start seed is 0 (issue #31); before, it was the run seed (None). At
+    run seed 0 both name one warm start and hash alike; at any other seed an unset one
+    hashes as an explicit 0, never as a stored run's per-seed warm start."""
+    assert config_hash(_dump(0)) == config_hash(_dump(0, warmstart_seed=None))
+    assert config_hash(_dump(3)) == config_hash(_dump(3, warmstart_seed=0))
+    assert config_hash(_dump(3)) != config_hash(_dump(3, warmstart_seed=None))
+
+
+def test_a_stored_run_of_the_old_default_keeps_its_meaning_and_hash():
+    """What the store's migration 5 does to a run stored before the default changed: its
+    unset seed becomes the None it ran with, and the hash it had (the basis then) stays."""
+    from mirage.core.config_legacy import fill_warmstart_seed
+
+    stored = _dump(3)  # as code before #31 stored it: no warmstart_seed in the options
+    assert fill_warmstart_seed(stored) and stored["model"]["options"]["warmstart_seed"] is None
+    assert config_hash(stored) == config_hash(_dump(3, warmstart_seed=None))
+    assert not fill_warmstart_seed(stored)  # once is enough
+    assert build_config(stored).model.options["warmstart_seed"] is None
+    elsewhere = _dump(3) | {"model": {**_dump(3)["model"], "path": "/some/checkpoint"}}
+    assert not fill_warmstart_seed(elsewhere)  # a given checkpoint has no warm start
+
+
+def test_old_layout_data_keeps_the_old_warmstart_seed_default():
+    """Config data in the flat layout was written before the default changed: a stored
+    config of the reproduction study, written before the setting existed, still runs
+    each seed's own warm start."""
+    flat = {"seed": 2, "model": {"hidden": 128, "decoder": "lean"}, "results_version": 2}
+    assert build_config(flat).model.options == {"warmstart_seed": None}
+    # the hash it always had: only the seed differs from the defaults it was hashed against
+    assert config_hash(flat) == config_hash(_dump(2, warmstart_seed=None)) != config_hash(_dump(2))

@@ -4,6 +4,7 @@ written FOR REAL by each shipped version: test_store_fixtures.py.)"""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 import duckdb
@@ -43,20 +44,20 @@ INSERT INTO schema_version VALUES (2);
 """
 
 
-def schema_2_store(path, run_id="old") -> None:
+def schema_2_store(path, run_id="old", config: dict | None = None) -> None:
     con = duckdb.connect(str(path))
     con.execute(SCHEMA_2)
     now = datetime(2026, 1, 2, 3, 4, 5)
     con.execute("INSERT INTO runs (run_id, status, config, plugins, git_commit, seed, last_step,"
-                " created_at, updated_at, finished_at) VALUES (?, 'finished', '{\"steps\": 1}', '[]',"
-                " 'abc', 0, 1, ?, ?, ?)", [run_id, now, now, now])
+                " created_at, updated_at, finished_at) VALUES (?, 'finished', ?, '[]',"
+                " 'abc', 0, 1, ?, ?, ?)", [run_id, json.dumps(config or {"steps": 1}), now, now, now])
     con.execute("INSERT INTO metrics VALUES (?, 1, 'val/success', 0.5)", [run_id])
     con.close()
 
 
 def test_migrations_are_numbered_in_order_up_to_the_schema_version():
     versions = [m.version for m in MIGRATIONS]
-    assert versions == sorted(set(versions)) and versions[-1] == SCHEMA_VERSION == 4
+    assert versions == sorted(set(versions)) and versions[-1] == SCHEMA_VERSION == 5
     assert all(m.description for m in MIGRATIONS)
 
 
@@ -74,7 +75,7 @@ def test_a_schema_2_store_opens_gains_the_columns_and_records_the_migration(tmp_
         ledger = con.execute("SELECT version, description FROM schema_migrations ORDER BY version").fetchall()
     finally:
         con.close()
-    assert [v for v, _ in ledger] == [3, 4] and "heartbeat" in ledger[0][1]
+    assert [v for v, _ in ledger] == [3, 4, 5] and "heartbeat" in ledger[0][1]
     store.update_run("old", name="baseline", tags=["a"])  # the new columns take writes
     assert RunStore(db).get_run("old")["tags"] == ["a"]
     assert store.metrics("old") == [(1, "val/success", 0.5)]
@@ -110,3 +111,36 @@ def test_a_store_newer_than_the_code_is_refused(tmp_path):
     con.close()
     with pytest.raises(RuntimeError, match=f"schema 99 is newer than {SCHEMA_VERSION}"):
         RunStore(db)
+
+
+# A run config as code between issue #21 and #31 stored it: the local backend's options
+# without a warm-start seed, which then meant the run seed.
+BEFORE_31 = {"seed": 3, "model": {"backend": "local", "path": None, "options": {"hidden": 64}}}
+
+
+def test_migration_5_names_the_warm_start_seed_old_runs_ran_with(tmp_path):
+    """Runs stored before the warm-start seed's default became 0 ran with their run
+    seed's own warm start: the migration writes that down (None), so a resume or a sweep
+    reads them as they ran, and their hashes stay."""
+    from mirage.core.config import config_hash
+
+    db = tmp_path / "old.duckdb"
+    schema_2_store(db, "per-seed", BEFORE_31)
+    stored_hash = config_hash(json.loads(json.dumps(BEFORE_31)) | {"model": {
+        **BEFORE_31["model"], "options": {"hidden": 64, "warmstart_seed": None}}})
+    row = RunStore(db).get_run("per-seed")
+    assert row["config"]["model"]["options"] == {"hidden": 64, "warmstart_seed": None}
+    assert config_hash(row["config"]) == stored_hash
+    assert config_hash(BEFORE_31) != stored_hash  # unmigrated, it would read as the new default
+
+
+def test_runs_imported_from_an_older_file_get_the_same_rewrite(tmp_path):
+    schema_2_store(tmp_path / "cell.duckdb", "per-seed", BEFORE_31)
+    main = RunStore(tmp_path / "main.duckdb")
+    main.create_run("today", BEFORE_31, [], None)  # written by today's code: unset means 0
+    assert main.import_runs(tmp_path / "cell.duckdb") == ["per-seed"]
+    assert main.get_run("per-seed")["config"]["model"]["options"]["warmstart_seed"] is None
+    assert "warmstart_seed" not in main.get_run("today")["config"]["model"]["options"]
+    other = RunStore(tmp_path / "other.duckdb")  # from a current file: copied as it is
+    assert sorted(other.import_runs(main.path)) == ["per-seed", "today"]
+    assert "warmstart_seed" not in other.get_run("today")["config"]["model"]["options"]

@@ -54,10 +54,11 @@ def built_and_cached(tmp_path_factory, tiny_config):
 
 def test_second_warm_start_comes_from_the_cache(built_and_cached):
     (_, _, built_facts), (_, _, cached_facts) = built_and_cached
-    assert built_facts["warmstart_cached"] is False
-    assert cached_facts["warmstart_cached"] is True
-    assert {k: v for k, v in cached_facts.items() if k != "warmstart_cached"} == {
-        k: v for k, v in built_facts.items() if k != "warmstart_cached"
+    assert (built_facts["warmstart_cached"], built_facts["warmstart_source"]) == (False, "built")
+    assert (cached_facts["warmstart_cached"], cached_facts["warmstart_source"]) == (True, "cache")
+    where = {"warmstart_cached", "warmstart_source"}
+    assert {k: v for k, v in cached_facts.items() if k not in where} == {
+        k: v for k, v in built_facts.items() if k not in where
     }
 
 
@@ -117,21 +118,27 @@ def test_warmstart_env_options_share_one_warm_start_across_a_slip_sweep(tiny_con
     assert key(own) != key(plain)
 
 
+_UNSET = object()
+
+
 def test_warmstart_seed_shares_one_warm_start_across_run_seeds(tiny_config):
-    """``model.warmstart_seed`` starts runs of different seeds from one policy (one cache
-    entry, the one a run of that seed builds by default); unset, each seed has its own."""
+    """By default every run seed starts from one policy (``model.options.warmstart_seed``
+    0: one cache entry, the one a run of seed 0 builds); another value names another
+    warm start; None gives each run seed its own, as runs stored before the default did."""
     from mirage.plugins.backend_local.warmstart import warmstart_seed
 
-    def config(seed: int, shared: int | None) -> object:
+    def config(seed: int, shared=_UNSET) -> object:
         data = tiny_config()
         data["env"] = {"name": "frozenlake"}
         data["seed"] = seed
-        data["model"]["options"]["warmstart_seed"] = shared
+        if shared is not _UNSET:
+            data["model"]["options"]["warmstart_seed"] = shared
         return build_config(data)
 
-    shared = [config(seed, 0) for seed in (0, 1, 2)]
-    assert [warmstart_seed(c, local_options(c)) for c in shared] == [0, 0, 0]
-    assert {key(c) for c in shared} == {key(config(0, None))}
+    default = [config(seed) for seed in range(5)]
+    assert [warmstart_seed(c, local_options(c)) for c in default] == [0] * 5
+    assert {key(c) for c in default} == {key(config(3, 0))} == {key(config(0, None))}
+    assert key(config(0, 7)) == key(config(7, None)) != key(config(0))
     assert key(config(1, None)) != key(config(0, None))
 
 
