@@ -25,6 +25,7 @@ from mirage.core.store import GroupRow, RunStore
 from mirage.core.store_file import SCHEMA_VERSION
 from mirage.core.store_migrations import MIGRATIONS
 from mirage.core.store_rollouts import RolloutRow
+from mirage.core.validate import build_config
 from mirage.flows.progress import read_sweeps
 from mirage.flows.sweep_store import SweepStore
 
@@ -49,6 +50,7 @@ KNOWN = {
     2: Known("20261204-124730-45b010", "a883abe", 155, ("backend", "environment"), 60, sweep=True),
     3: Known("20261204-124900-45319f", "95a7669", 155, ("backend", "environment"), 60, sweep=True),
     4: Known("20261204-131358-23d277", "5cf0acf", 155, ("backend", "environment"), 60, sweep=True),
+    5: Known("20261205-011838-e691d5", "2847123", 155, ("backend", "environment"), 60, sweep=True),
 }
 VERSIONS = sorted(KNOWN)
 
@@ -106,6 +108,8 @@ def test_the_public_reads_give_what_the_old_code_wrote(version, old_store):
         known.run_id, "finished", 2, 1)
     assert run["git_commit"].startswith(known.commit)
     assert run["config"]["steps"] == 2 and run["config"]["rollout"]["group_size"] == 4
+    # each ran its run seed's own warm start (the default then), and still reads so
+    assert build_config(run["config"]).model.options["warmstart_seed"] is None
     assert run["created_at"].tzinfo is not None and run["finished_at"] >= run["created_at"]
     if version < 3:  # the columns schema 3 added read their defaults
         assert (run["name"], run["tags"], run["note"], run["environment"]) == (None, [], None, {})

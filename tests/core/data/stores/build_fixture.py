@@ -36,7 +36,12 @@ def main() -> None:
         config.write_text(json.dumps(TINY))
         env = {**os.environ, "MIRAGE_DISABLE_PLUGIN_AUTOLOAD": "1", "OMP_NUM_THREADS": "1",
                "MIRAGE_CACHE": str(Path(scratch) / "cache")}
-        subprocess.run([sys.executable, "-m", "mirage.core.cli", "run", "--config", str(config),
+        # The core program's module: mirage (its __main__) once core/cli.py stopped being a
+        # script of its own (schema 5 on), mirage.core.cli before.
+        import mirage
+
+        program = "mirage" if (Path(mirage.__file__).parent / "__main__.py").exists() else "mirage.core.cli"
+        subprocess.run([sys.executable, "-m", program, "run", "--config", str(config),
                         "--db", str(db), "--quiet"], check=True, env=env)
     from mirage.core.store import RunStore
 
