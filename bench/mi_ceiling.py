@@ -15,39 +15,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 
 import torch
 
-from mirage.core.batch import make_batch
 from mirage.core.ceiling import retrieval_ceiling
 from mirage.core.config import RunConfig
 from mirage.core.loop import cache_dir, open_session
 from mirage.core.plugins import build_plugins
 from mirage.core.validate import validate_config
-from mirage.plugins.diagnostics.mi import MutualInformation
+from mirage.plugins.backend_local.quality import first_turn_retrieval
 from warmstart import success  # bench/warmstart.py, beside this script
-
-ROLLOUT_SEED_BASE = 80_000_000  # prompts disjoint from validation and demonstrations
-
-
-def policy_retrieval(run, prompts: int, group_size: int, batches: int) -> tuple[float, float]:
-    """Mean first-turn retrieval accuracy and H(Z|X) over ``batches`` rollout batches."""
-    mi = MutualInformation(run.config.model_copy(update={
-        "diagnostics": run.config.diagnostics.model_copy(update={"scopes": ["first_turn"]})
-    }))
-    accuracy, entropy = [], []
-    for index in range(batches):
-        torch.manual_seed(index)
-        seeds = [ROLLOUT_SEED_BASE + index * prompts + i for i in range(prompts)]
-        batch = make_batch(0, seeds, group_size, temperature=run.config.rollout.temperature)
-        run.hook.mirage_rollout(run=run, batch=batch)
-        metrics = mi.measure(run, batch)
-        accuracy.append(metrics["mi/first_turn/retrieval_acc"])
-        entropy.append(metrics["mi/first_turn/h_cond"])
-    return statistics.fmean(accuracy), statistics.fmean(entropy)
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -66,14 +44,15 @@ def main() -> None:
           f"{'greedy':>7} {'t=0.5':>6} {'minutes':>7}")
     for env in args.envs:
         config = RunConfig.model_validate(
-            {"env": {"name": env}, "seed": args.seed, "threads": args.threads}
+            {"env": {"name": env}, "seed": args.seed, "threads": args.threads,
+             "rollout": {"prompts": args.prompts, "group_size": args.group_size}}
         )
         run = open_session(config, plugins, validate_config(config, plugins))
         ceiling = retrieval_ceiling(run.env_cls, run.env_options,
                                     config.env, prompts=args.prompts, seed=args.seed)
         started = time.perf_counter()
         run.backend.prepare(run.env_cls, cache_dir())
-        retrieval, entropy = policy_retrieval(run, args.prompts, args.group_size, args.batches)
+        retrieval, entropy = first_turn_retrieval(run, args.batches)
         greedy, sampled = (success(run, args.episodes, g) for g in (True, False))
         minutes = (time.perf_counter() - started) / 60
         print(f"{env:<11} {args.prompts:>3} {ceiling.retrieval:>7.3f} {retrieval:>7.3f} "

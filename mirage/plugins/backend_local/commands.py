@@ -48,11 +48,11 @@ def warmstart(
         for path, value in settings(set_).items():
             assign(data, path, value)
         config = parse_config(data)
-        plugins = build_plugins()
-        env_options = validate_config(config, plugins)
         if config.model.backend != "local" or config.model.path is not None:
             raise ConfigError("core warmstart builds the local backend's tiny policy; "
                               "model.backend must be local and model.path unset")
+        plugins = build_plugins()
+        env_options = validate_config(config, plugins)
         threads = apply_checked(config.threads)
     except ConfigError as error:
         fail(str(error))

@@ -1,0 +1,115 @@
+"""The warm-started policies shipped with the package (mirage/plugins/backend_local/policies):
+each is what today's code would build under its cache key, a run at the default settings
+loads it instead of training, and runs of every seed share one warm start."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from mirage.core.loop import execute
+from mirage.core.plugins import build_plugins
+from mirage.core.store import RunStore
+from mirage.core.validate import build_config
+from mirage.plugins.backend_local import shipped
+from mirage.plugins.backend_local.options import LocalOptions
+from mirage.plugins.backend_local.warmstart import cache_key, warm_start
+
+REBUILD_MINUTES = {"sokoban": 16, "frozenlake": 11}  # one torch thread, this machine's kind
+
+
+def default_key(env: str) -> str:
+    """The cache key of ``env``'s warm start at the built-in defaults, by today's code."""
+    config = build_config({"env": {"name": env}})
+    return cache_key(config, LocalOptions(**config.model.options),
+                     build_plugins().registries.envs.get(env))
+
+
+def test_the_main_job_and_the_studies_environments_ship_a_policy():
+    assert {"sokoban", "frozenlake"} <= set(shipped.names())
+
+
+@pytest.mark.parametrize("env", shipped.names())
+def test_a_shipped_policy_is_what_todays_code_builds(env):
+    """Fails when the code that builds a warm start (demonstrations and their phrasing,
+    tokenizer, model shape, the local backend's options) no longer builds this policy
+    under its key: a run would then train its own instead of loading it."""
+    record = shipped.record(env)
+    built_as = record["warmstart_key"]
+    assert default_key(env) == built_as, (
+        f"the shipped {env!r} policy is stale: today's code builds {env}'s default warm start "
+        f"under cache key {default_key(env)}, the shipped one was built under {built_as} (at "
+        f"{record['provenance']['commit']}). Rebuild it with `core warmstart {env} --set "
+        f"threads=1 --rebuild` (about {REBUILD_MINUTES.get(env, 15)} minutes on a 2-core "
+        f"machine) and commit mirage/plugins/backend_local/policies/{env}/")
+
+
+@pytest.mark.parametrize("env", shipped.names())
+def test_a_shipped_policy_records_where_it_came_from_and_how_good_it_is(env):
+    record = shipped.record(env)
+    provenance = record["provenance"]
+    assert provenance["command"].startswith(f"core warmstart {env}")
+    assert provenance["commit"] and provenance["built_at"]
+    assert provenance["settings"]["model_options"] == LocalOptions().model_dump(mode="json")
+    quality = provenance["quality"]
+    assert 0 < quality["validation_success"] <= 1 and quality["validation_episodes"] >= 128
+    # the warm start reads its prompt: first-turn retrieval far above chance
+    assert quality["first_turn_retrieval"] > 4 * quality["retrieval_chance"]
+    assert 0 < record["warmstart_demo_success"] <= 1 and record["warmstart_final_loss"] < 1
+    weights = shipped.POLICIES / env / "model.safetensors"
+    assert weights.stat().st_size < 8 * 2**20  # a few MB each
+
+
+def test_a_changed_demonstration_phrasing_makes_the_shipped_policy_stale(monkeypatch):
+    """The staleness check sees the demonstrations themselves, not only settings: one
+    reworded FrozenLake template gives another cache key."""
+    from mirage.envs import frozenlake
+
+    reworded = [frozenlake._TEMPLATES[0].replace("I am at", "I stand at"), *frozenlake._TEMPLATES[1:]]
+    monkeypatch.setattr(frozenlake._Demo, "templates", reworded)
+    assert default_key("frozenlake") != shipped.record("frozenlake")["warmstart_key"]
+
+
+def test_a_run_at_the_defaults_loads_the_shipped_policy(tmp_path, monkeypatch):
+    """With an empty cache, the default Sokoban warm start comes from the package: the
+    weights the run starts from are the shipped ones, and nothing is trained or cached."""
+    cache = tmp_path / "empty-cache"
+    monkeypatch.setenv("MIRAGE_CACHE", str(cache))
+    config = build_config({"env": {"name": "sokoban"}})
+    env_cls = build_plugins().registries.envs.get("sokoban")
+    model, _, facts = warm_start(config, LocalOptions(**config.model.options), env_cls, cache,
+                                 progress=False)
+    assert facts["warmstart_source"] == "shipped" and facts["warmstart_cached"] is True
+    saved = load_file(shipped.POLICIES / "sokoban" / "model.safetensors")
+    state = model.state_dict()
+    assert all(torch.equal(state[name], value) for name, value in saved.items())
+    assert not (cache / "warmstart").exists()
+
+
+def test_a_build_says_why_how_long_and_how_to_avoid_it(tiny_config, tmp_path, capsys):
+    config = build_config(tiny_config())
+    env_cls = build_plugins().registries.envs.get("frozenlake")
+    warm_start(config, LocalOptions(**config.model.options), env_cls, tmp_path, progress=True)
+    said = capsys.readouterr().err
+    assert "built at other settings" in said and "core warmstart frozenlake" in said
+    assert "about" in said and "on this machine" in said
+
+
+def test_five_run_seeds_share_one_warm_start(tiny_config, tmp_path, monkeypatch):
+    """Runs of seeds 0-4 at the default warm-start seed: the first builds the warm start,
+    the other four load it from the cache; one cache entry."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MIRAGE_CACHE", str(cache))
+    db = tmp_path / "runs.duckdb"
+    for seed in range(5):
+        execute(build_config(tiny_config() | {"seed": seed, "steps": 1}), db, progress=False)
+    store = RunStore(db)
+    sources = []
+    for run in store.list_runs():
+        (backend,) = [e for e in store.events(run["run_id"]) if e["kind"] == "backend"]
+        sources.append(json.loads(backend["message"])["warmstart_source"])
+    assert sources == ["built", "cache", "cache", "cache", "cache"]
+    assert len(list((cache / "warmstart").iterdir())) == 1
