@@ -17,6 +17,7 @@ from mirage.core.loaded_plugins import Plugins
 from mirage.core.overrides import assign, merged
 from mirage.core.paths import read_text_file
 from mirage.core.run_index import find_run
+from mirage.core.run_summary import summary_lines
 from mirage.core.store import RunStore, default_db_path
 from mirage.core.validate import ConfigError, parse_config
 
@@ -188,6 +189,9 @@ def run(
         typer.echo(f"failed: {error}", err=True)
         raise typer.Exit(1)
     typer.echo(f"run {run_id} finished; results in {target}")
+    if not quiet:
+        for line in summary_lines(RunStore(target), run_id):
+            typer.echo(line)
 
 
 def preflight(

@@ -130,7 +130,9 @@ def test_old_layout_data_keeps_the_old_warmstart_seed_default():
     """Config data in the flat layout was written before the default changed: a stored
     config of the reproduction study, written before the setting existed, still runs
     each seed's own warm start."""
-    flat = {"seed": 2, "model": {"hidden": 128, "decoder": "lean"}, "results_version": 2}
+    flat = _dump(2, warmstart_seed=None)  # stored before #21: the local options flat, and
+    flat["model"].pop("options")          # no warm-start seed yet (the reproduction study's)
+    flat["model"] |= {"hidden": 128, "decoder": "lean"}
     assert build_config(flat).model.options == {"warmstart_seed": None}
     # the hash it always had: only the seed differs from the defaults it was hashed against
     assert config_hash(flat) == config_hash(_dump(2, warmstart_seed=None)) != config_hash(_dump(2))

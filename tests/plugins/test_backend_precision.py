@@ -24,10 +24,15 @@ from mirage.plugins.backend_local.warmstart import cache_key
 no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible here")
 
 # Before model.device and env.chat_template existed (commit cabf26a): the new fields'
-# defaults must leave every earlier run's identity and every cached warm start valid.
-DEFAULT_RUN_HASH = "73a561fb94de3d94"
+# defaults must leave every earlier run's identity valid. The main job's defaults changed
+# since (issue #31: 20 iterations, 128 validation episodes): a config at the old ones keeps
+# the old default's hash, and today's defaults hash as what they differ from it in.
+OLD_DEFAULT_RUN_HASH = "73a561fb94de3d94"
+DEFAULT_RUN_HASH = "e6ce45747d0ea66b"
 TINY_RUN_HASH = "1d28e8b34c62cc93"  # the tiny config at 2 steps
-TINY_WARMSTART_KEY = "45e4a5f92087258c"
+# Warm-start keys changed once on purpose (WARMSTART_VERSION 2: the demonstrations'
+# fingerprint); device and dtype never entered them.
+TINY_WARMSTART_KEY = "345acee6892567b1"
 
 
 def tiny(tiny_config, **model) -> dict:
@@ -37,6 +42,7 @@ def tiny(tiny_config, **model) -> dict:
 
 
 def test_new_defaults_keep_run_hashes_and_the_warm_start_cache(tiny_config):
+    assert build_config({"steps": 40, "validation": {"episodes": 256}}).run_hash() == OLD_DEFAULT_RUN_HASH
     assert build_config({}).run_hash() == DEFAULT_RUN_HASH
     config = build_config(tiny(tiny_config) | {"steps": 2})
     assert config.run_hash() == TINY_RUN_HASH
