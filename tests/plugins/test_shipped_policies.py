@@ -94,8 +94,18 @@ def test_a_build_says_why_how_long_and_how_to_avoid_it(tiny_config, tmp_path, ca
     env_cls = build_plugins().registries.envs.get("frozenlake")
     warm_start(config, LocalOptions(**config.model.options), env_cls, tmp_path, progress=True)
     said = capsys.readouterr().err
-    assert "built at other settings" in said and "core warmstart frozenlake" in said
-    assert "about" in said and "on this machine" in said
+    assert "the 'frozenlake' policy shipped with the package was built at other settings" in said
+    assert "to load the shipped one instead, leave" in said and "model.options at their defaults" in said
+    assert "warm start: about " in said and " on this machine (15 steps)" in said
+
+
+def test_without_a_shipped_policy_a_build_says_how_to_have_it_ready(tiny_config, tmp_path, capsys):
+    config = build_config(tiny_config() | {"env": {"name": "countdown"}})
+    env_cls = build_plugins().registries.envs.get("countdown")
+    warm_start(config, LocalOptions(**config.model.options), env_cls, tmp_path, progress=True)
+    said = capsys.readouterr().err
+    assert "no policy ships for 'countdown' (shipped: frozenlake, sokoban)" in said
+    assert "build it once with `core warmstart countdown`" in said
 
 
 def test_five_run_seeds_share_one_warm_start(tiny_config, tmp_path, monkeypatch):

@@ -106,11 +106,14 @@ def warm_start(config: RunConfig, options: LocalOptions, env_cls, cache_dir: Pat
             return load(directory, source)
 
     if progress:
+        avoid = ("to load the shipped one instead, leave the environment's options, the turn "
+                 "protocol and model.options at their defaults"
+                 if shipped.record(env_cls.name) else
+                 f"to have it ready before a run or sweep, build it once with `core warmstart "
+                 f"{env_cls.name}`; model.options.warmstart_steps trains a shorter, weaker one")
         tqdm.write(f"warm start: {shipped.why_not(env_cls.name, key)}; training one "
-                   f"({options.warmstart_steps} steps), cached in {target} for later runs. "
-                   f"To skip the wait, keep model.options at their defaults for a shipped "
-                   f"environment ({', '.join(shipped.names()) or 'none'}), or build it ahead "
-                   f"once with `core warmstart {env_cls.name}`", file=sys.stderr)
+                   f"({options.warmstart_steps} steps), cached in {target} for later runs "
+                   f"({avoid})", file=sys.stderr)
     model, tokenizer, facts = build(config, options, env_cls, progress=progress)
     facts["warmstart_key"] = key
     save(target, model, tokenizer, facts)
