@@ -34,9 +34,12 @@ def cli(extra: Sequence[tuple[str, object]] = ()) -> typer.Typer:
 
 
 def main() -> None:
+    plugins = build_plugins(builtins=COMMAND_PLUGINS)
     try:
-        program = cli()
-    except ConfigError as error:  # two plugins add one command name
+        program = build_cli(plugins)
+    except ConfigError as error:  # two built-in plugins add one command name
         typer.echo(f"error: {error}", err=True)
         sys.exit(2)
+    for failure in plugins.failed:  # said once, here; `core plugins` lists them too
+        typer.echo(f"warning: {failure.line()}", err=True)
     program(prog_name="core")

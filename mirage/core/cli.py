@@ -16,6 +16,8 @@ from mirage.core.experiments import load_registry
 from mirage.core.loaded_plugins import Plugins
 from mirage.core.overrides import assign, merged
 from mirage.core.paths import read_text_file
+from mirage.core.plugin_failures import defined_at, raised_at
+from mirage.core.plugins import set_aside_in_this_process
 from mirage.core.run_index import find_run
 from mirage.core.run_summary import summary_lines
 from mirage.core.store import RunStore, default_db_path
@@ -269,6 +271,9 @@ def plugins(
             typer.echo(f"  hooks: {', '.join(info.hooks)}")
         for kind_name, names in sorted(info.components.items()):
             typer.echo(f"  {kind_name}: {', '.join(names)}")
+    for failure in loaded.failed:
+        typer.echo(f"{failure.name} (FAILED: set aside, none of its components or hooks are used)")
+        typer.echo(f"  {failure.line()}")
 
 
 def new_cli() -> typer.Typer:
@@ -286,19 +291,32 @@ def register(cli: typer.Typer) -> None:
 
 def build_cli(loaded: Plugins) -> typer.Typer:
     """The ``core`` program: core's own commands, then each loaded plugin's, through
-    ``mirage_register_commands``. Raises ConfigError naming both plugins when one adds
-    a command name already taken."""
+    ``mirage_register_commands``. A third-party plugin whose hook raises or adds a command
+    name already taken is set aside (its commands removed, the failure added to
+    ``loaded.failed``); a built-in's raises ConfigError naming both plugins."""
     cli = new_cli()
     register(cli)
     owners = {name: "mirage.core.cli" for name in _command_names(cli)}
+    builtin = {info.name for info in loaded.infos if info.builtin}
     for impl in loaded.hook.mirage_register_commands.get_hookimpls():
         before = len(cli.registered_commands)
-        impl.function(cli=cli)
-        for name in _command_names(cli)[before:]:
-            if name in owners:
-                raise ConfigError(f"plugin {impl.plugin_name!r} adds command {name!r}, "
-                                  f"which {owners[name]!r} already adds")
-            owners[name] = impl.plugin_name
+        try:
+            impl.function(cli=cli)
+            problem = next((f"adds command {name!r}, which {owners[name]!r} already adds"
+                            for name in _command_names(cli)[before:] if name in owners), None)
+            place = defined_at(impl.function)
+        except Exception as error:  # noqa: BLE001 - a third-party plugin is set aside
+            if impl.plugin_name in builtin:
+                raise
+            problem = f"mirage_register_commands raised {type(error).__name__}: {error}"
+            place = raised_at(error)
+        if problem is None:
+            owners.update((name, impl.plugin_name) for name in _command_names(cli)[before:])
+            continue
+        if impl.plugin_name in builtin:
+            raise ConfigError(f"plugin {impl.plugin_name!r} {problem}")
+        del cli.registered_commands[before:]
+        set_aside_in_this_process(loaded.set_aside(impl.plugin_name, place, problem))
     return cli
 
 

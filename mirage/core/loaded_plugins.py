@@ -10,6 +10,7 @@ from typing import Any
 
 import pluggy
 
+from mirage.core.plugin_failures import PluginFailure
 from mirage.core.registry import Registries
 
 
@@ -34,6 +35,8 @@ class Plugins:
     manager: pluggy.PluginManager
     registries: Registries
     infos: list[PluginInfo]
+    failed: list[PluginFailure] = field(default_factory=list)
+    """Third-party plugins set aside (mirage/core/plugin_failures.py); not in ``infos``."""
 
     @property
     def hook(self) -> Any:
@@ -41,6 +44,18 @@ class Plugins:
 
     def records(self) -> list[dict[str, Any]]:
         return [info.as_record() for info in self.infos]
+
+    def set_aside(self, name: str, place: str, rule: str) -> PluginFailure:
+        """Set aside the loaded third-party plugin ``name`` after the fact (its command hook
+        broke the contract): unregistered, out of ``infos``, its failure in ``failed``."""
+        info = self.info(name)
+        others = [i.name for i in self.infos if not i.builtin and i.name != name]
+        self.manager.unregister(name=name)
+        self.infos.remove(info)
+        failure = PluginFailure(name, f"{name} {info.version}", place, rule, info.components, others)
+        self.failed.append(failure)
+        self.registries.set_aside(failure.line(), {})
+        return failure
 
     def info(self, name: str) -> PluginInfo:
         for info in self.infos:

@@ -26,6 +26,7 @@ from mirage.core.heartbeat import Heartbeat, effective_status, liveness, this_pr
 from mirage.core.plugin_errors import (
     EVENT_KIND, PluginError, Suspect, backend_suspect, blamed, component, component_source, hook_suspects,
 )
+from mirage.core.plugin_failures import EVENT_KIND as SET_ASIDE_EVENT
 from mirage.core.plugin_results import check_metrics, check_selection
 from mirage.core.plugins import Plugins, build_plugins
 from mirage.core.progress import Progress
@@ -318,6 +319,8 @@ def execute(
         store.record_event(run_id, 0, "environment", json.dumps(
             {"name": session.env_cls.name, "version": session.env_cls.version,
              "options": env_options.model_dump(mode="json"), **env_facts}, default=str))
+    for failure in plugins.failed:  # the run goes on without it, and says so
+        store.record_event(run_id, start, SET_ASIDE_EVENT, failure.line())
     unsafe = session.env_cls.unsafe_warning(env_options)
     if unsafe:  # recorded on every start, resumes included, and never out of sight
         store.record_event(run_id, start, "unsafe", unsafe)

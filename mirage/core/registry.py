@@ -25,6 +25,15 @@ class UnknownComponentError(KeyError):
         return self.args[0]
 
 
+class SetAsideComponentError(UnknownComponentError):
+    """A component of a plugin that was set aside (mirage/core/plugin_failures.py); the
+    message is the plugin's failure line."""
+
+    def __init__(self, kind: str, name: str, valid: list[str], failure: str):
+        super().__init__(kind, name, valid)
+        self.args = (f"{kind[:-1]} {name!r} is not available: {failure}",)
+
+
 @dataclass
 class Registry(Generic[T]):
     """Name -> component for one kind; refuses duplicates, unknown names and (with a
@@ -34,20 +43,31 @@ class Registry(Generic[T]):
     contract: type | None = None
     _items: dict[str, T] = field(default_factory=dict)
     _owners: dict[str, str] = field(default_factory=dict)
+    set_aside: dict[str, str] = field(default_factory=dict)
+    """Names a set-aside plugin tried to register -> its failure line."""
+    failed_plugins: list[str] = field(default_factory=list)
+    """Every set-aside plugin's failure line (shared by the registries of one manager)."""
 
-    def register(self, name: str, component: T, owner: str = "?") -> None:
+    def problem(self, name: object, component: object, owner: str = "?",
+                taken: dict[str, str] | None = None) -> str | None:
+        """Why ``register`` would refuse ``component`` under ``name`` (None: it would
+        not); ``taken`` holds more names already claimed (name -> owner)."""
         if not name or not isinstance(name, str):
-            raise ValueError(f"{self.kind}: component name must be a non-empty string")
+            return f"{self.kind}: component name must be a non-empty string; got {name!r}"
         if self.contract is not None and not (
             isinstance(component, type) and issubclass(component, self.contract)
         ):
             base = f"{self.contract.__module__}.{self.contract.__qualname__}"
-            raise ValueError(f"{self.kind}: {name!r} (by {owner}) must subclass {base}; "
-                             f"got {component!r}")
-        if name in self._items:
-            raise ValueError(
-                f"{self.kind}: {name!r} registered twice (by {self._owners[name]} and {owner})"
-            )
+            return f"{self.kind}: {name!r} (by {owner}) must subclass {base}; got {component!r}"
+        first = self._owners.get(name) or (taken or {}).get(name)
+        if first is not None:
+            return f"{self.kind}: {name!r} registered twice (by {first} and {owner})"
+        return None
+
+    def register(self, name: str, component: T, owner: str = "?") -> None:
+        problem = self.problem(name, component, owner)
+        if problem is not None:
+            raise ValueError(problem)
         self._items[name] = component
         self._owners[name] = owner
 
@@ -55,7 +75,12 @@ class Registry(Generic[T]):
         try:
             return self._items[name]
         except KeyError:
-            raise UnknownComponentError(self.kind, name, self.names()) from None
+            if name in self.set_aside:
+                raise SetAsideComponentError(self.kind, name, self.names(), self.set_aside[name]) from None
+            error = UnknownComponentError(self.kind, name, self.names())
+            if self.failed_plugins:  # one of them may have meant to provide it
+                error.args = (f"{error.args[0]} (set aside: {'; '.join(self.failed_plugins)})",)
+            raise error from None
 
     def names(self) -> list[str]:
         return sorted(self._items)
@@ -86,3 +111,13 @@ class Registries:
         if kind not in KINDS:
             raise UnknownComponentError("kinds", kind, list(KINDS))
         return getattr(self, kind)
+
+    def set_aside(self, failure: str, components: dict[str, list[str]]) -> None:
+        """Remember a set-aside plugin's failure line, and the names it tried to register
+        that no other plugin holds: asking for one of them fails with that line."""
+        for kind in KINDS:
+            registry = self.of(kind)
+            registry.failed_plugins.append(failure)
+            for name in components.get(kind, []):
+                if isinstance(name, str) and name not in registry:
+                    registry.set_aside.setdefault(name, failure)

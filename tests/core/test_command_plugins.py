@@ -14,6 +14,7 @@ from mirage.builtins import COMMAND_PLUGINS, cli as core_program
 from mirage.core import cli as core_cli
 from mirage.core.cli_common import fail
 from mirage.core.hookspecs import hookimpl
+from mirage.core.plugins import build_plugins
 from mirage.core.validate import ConfigError
 
 
@@ -58,17 +59,27 @@ def test_the_upper_floors_commands_come_from_their_plugins():
     assert owners == set(COMMAND_PLUGINS)
     core_only = set(typer.main.get_command(core_cli.app).commands)
     everything = set(typer.main.get_command(core_program()).commands)
-    assert everything - core_only == {"sweep", "sweeps", "serve", "report", "app"}
+    assert everything - core_only == {"sweep", "sweeps", "serve", "report", "app", "warmstart"}
     assert {"run", "preflight", "experiments", "plugins", "runs", "diff"} <= core_only
 
 
 @pytest.mark.parametrize("name", ["run", "sweep"])
-def test_a_command_name_already_taken_is_refused_naming_both_plugins(name):
+def test_a_plugin_adding_a_command_name_already_taken_is_set_aside(name):
+    from mirage.core import plugins as plugin_builder
+
     clash = command_plugin(greet, names=[name])
-    with pytest.raises(ConfigError) as info:
-        core_program(extra=[("greeter", clash)])
-    owner = "mirage.core.cli" if name == "run" else "mirage.flows.commands"
-    assert str(info.value) == f"plugin 'greeter' adds command {name!r}, which {owner!r} already adds"
+    loaded = build_plugins(extra=[("greeter", clash)], builtins=COMMAND_PLUGINS)
+    program = core_cli.build_cli(loaded)
+    try:
+        owner = "mirage.core.cli" if name == "run" else "mirage.flows.commands"
+        (failure,) = loaded.failed
+        assert failure.rule == f"adds command {name!r}, which {owner!r} already adds"
+        kept = typer.main.get_command(program).commands[name].callback
+        assert kept.__name__ != "greet"  # its command is gone; the built-in one stays
+        # later builds in this process (a run's) leave the plugin out whole
+        assert [f.name for f in build_plugins(extra=[("greeter", clash)]).failed] == ["greeter"]
+    finally:
+        plugin_builder._SET_ASIDE.clear()
 
 
 def test_the_program_runs_as_python_dash_m_mirage(cli):

@@ -143,16 +143,21 @@ class DuplicateTopP:
         register("top_p", KeepFirst)
 
 
-def test_duplicate_name_across_plugins_is_refused():
-    with pytest.raises(ValueError) as info:
-        build_plugins(extra=[("dupe", DuplicateTopP())])
-    message = str(info.value)
+def test_a_plugin_reusing_a_built_in_name_is_set_aside():
+    loaded = build_plugins(extra=[("dupe", DuplicateTopP())])
+    (failure,) = loaded.failed
+    message = failure.line()
     assert "'top_p'" in message and "mirage.plugins.filters" in message and "dupe" in message
+    assert loaded.registries.filters.owner("top_p") == "mirage.plugins.filters"
+    assert "dupe" not in [info.name for info in loaded.infos]
 
 
-def test_duplicate_name_between_two_third_party_plugins_is_refused():
-    with pytest.raises(ValueError, match="keep_first.*registered twice.*first.*second"):
-        build_plugins(extra=[("first", ThrowawayPlugin()), ("second", ThrowawayPlugin())])
+def test_of_two_plugins_registering_one_name_the_second_is_set_aside():
+    loaded = build_plugins(extra=[("first", ThrowawayPlugin()), ("second", ThrowawayPlugin())])
+    (failure,) = loaded.failed
+    assert failure.name == "second"
+    assert "'keep_first' registered twice (by first and second)" in failure.rule
+    assert loaded.registries.filters.owner("keep_first") == "first"
 
 
 # --------------------------------------------------------------------------- entry points
