@@ -13,6 +13,7 @@ from mirage.core import run_commands
 from mirage.core.cli_common import DB_HELP, REGISTRY_HELP, check_paths, fail, pairs, settings
 from mirage.core.config import RunConfig
 from mirage.core.experiments import load_registry
+from mirage.core.labels import check_label
 from mirage.core.loaded_plugins import Plugins
 from mirage.core.overrides import assign, merged
 from mirage.core.paths import read_text_file
@@ -161,9 +162,14 @@ def run(
             fail(f"--resume {resume!r} continues the stored config; {', '.join(given + labels)} cannot "
                  "be changed (only --steps, to extend it" + ("; relabel a run with core rename, "
                  "core tag or core note" if labels else "") + ")")
+    try:
+        for kind, values in (("name", [name] if name is not None else []), ("tag", tag),
+                             ("note", [note] if note is not None else [])):
+            for value in values:
+                check_label(kind, value)
+    except ConfigError as error:
+        fail(f"--{kind}: {error}")
     if name is not None:
-        if not name.strip():
-            fail("--name cannot be empty")
         if target.is_file():
             run_commands.check_new_name(RunStore(target), name)
     data = _start_data(experiment, registry, config_file)

@@ -15,6 +15,7 @@ import yaml
 
 from mirage.core.cli_common import DB_HELP, fail, store_path
 from mirage.core.heartbeat import CRASHED, effective_status, liveness
+from mirage.core.labels import check_label
 from mirage.core.nested import MISSING
 from mirage.core.overrides import parse_value, split_pair
 from mirage.core.run_export import FORMATS, export_runs
@@ -34,6 +35,13 @@ def _store(db: Optional[Path]) -> RunStore:
     # A run writing every step keeps taking the file; a command waits as long as a
     # writer would (WRITE_LOCK_TIMEOUT) rather than fail after a reader's 10 s.
     return RunStore(path, lock_timeout=WRITE_LOCK_TIMEOUT)
+
+
+def _label(kind: str, value: str) -> None:
+    try:
+        check_label(kind, value)
+    except ConfigError as error:
+        fail(str(error))
 
 
 def _resolve(store: RunStore, refs: list[str]) -> list[dict[str, Any]]:
@@ -111,6 +119,8 @@ def show(run: str = _RUN, as_json: bool = typer.Option(False, "--json", help="pr
 def tag(run: str = _RUN, tags: list[str] = typer.Argument(..., help="tags to add"),
         db: Optional[Path] = _DB) -> None:
     """Add tags to a run."""
+    for text in tags:
+        _label("tag", text)
     store = _store(db)
     (row,) = _resolve(store, [run])
     store.update_run(row["run_id"], tags=list(dict.fromkeys(row["tags"] + tags)))
@@ -134,6 +144,8 @@ def untag(run: str = _RUN, tags: list[str] = typer.Argument(..., help="tags to r
 def note(run: str = _RUN, text: str = typer.Argument(..., help="the note (\"\" clears it)"),
          db: Optional[Path] = _DB) -> None:
     """Set a run's free-text note."""
+    if text:  # "" clears it
+        _label("note", text)
     store = _store(db)
     (row,) = _resolve(store, [run])
     store.update_run(row["run_id"], note=text or None)
@@ -150,10 +162,9 @@ def check_new_name(store: RunStore, name: str, run_id: str | None = None) -> Non
 def rename(run: str = _RUN, name: str = typer.Argument(..., help="the new name"),
            db: Optional[Path] = _DB) -> None:
     """Name a run (names are unique: `core show NAME` finds it)."""
+    _label("name", name)
     store = _store(db)
     (row,) = _resolve(store, [run])
-    if not name.strip():
-        fail("a run name cannot be empty")
     check_new_name(store, name, row["run_id"])
     store.update_run(row["run_id"], name=name)
     typer.echo(f"{row['run_id']}: name {name}")

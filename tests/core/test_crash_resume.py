@@ -83,7 +83,7 @@ def test_run_refuses_bad_settings_and_a_taken_name_before_anything_runs(cli, tin
         (["--set", "filter.rhoo=0.5"], "--set filter.rhoo: unknown config path; valid under filter:"),
         (["--set", "steps=lots"], "--set steps=lots: Input should be a valid integer"),
         (["--set", "steps"], "--set expects PATH=VALUE"),
-        (["--name", " "], "--name cannot be empty"),
+        (["--name", " "], "--name: a run name cannot be only whitespace"),
     ):
         code, out, err = cli("run", "--config", tiny_config_file, "--db", db, "--quiet", *args)
         assert code == 2 and err.strip() == f"error: {err.strip().removeprefix('error: ')}"
