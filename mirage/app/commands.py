@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from mirage.core.cli_common import DB_HELP, fail
+from mirage.core.cli_common import DB_HELP, check_readable_store, fail
 from mirage.core.hookspecs import hookimpl
 from mirage.core.store import default_db_path
 
@@ -25,8 +25,8 @@ def app_command(
     from mirage.app.launch import streamlit_argv
 
     target = db or default_db_path()
-    if target.is_dir():
-        fail(f"--db {str(target)!r} is a directory; expected a DuckDB file")
+    if target.exists():  # a store not written yet is fine: the app shows runs as they come
+        check_readable_store(target)
     if port is not None and not 0 < port < 65536:
         fail(f"--port {port} is not a port number (1-65535)")
     argv = streamlit_argv(target, port=port, headless=headless)

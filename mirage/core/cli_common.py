@@ -12,6 +12,7 @@ import typer
 from mirage.core.overrides import parse_settings, raw_pairs
 from mirage.core.paths import check_model_path, check_store_path
 from mirage.core.store import default_db_path
+from mirage.core.store_file import unreadable_problem
 from mirage.core.validate import ConfigError
 
 DB_HELP = "DuckDB run store [default: $MIRAGE_DB or runs/mirage.duckdb]"
@@ -44,6 +45,18 @@ def pairs(given: list[str], flag: str, form: str = "PATH=VALUE") -> dict[str, An
         return raw_pairs(given, flag, form)
     except ConfigError as error:
         fail(str(error))
+
+
+def check_readable_store(path: Path, flag: str = "--db") -> None:
+    """Refuse, in one line with exit 2, a store a command is to read: an empty path, a
+    missing file, a directory, an unreadable file, a file that is not a DuckDB database
+    or holds no run store this code can read (damaged, or of a newer schema)."""
+    try:
+        check_store_path(path, flag, write=False)
+    except ConfigError as error:
+        fail(str(error))
+    if problem := unreadable_problem(path):
+        fail(f"{flag} {str(path)!r} {problem}")
 
 
 def check_paths(db: Optional[Path], model: Optional[str]) -> None:

@@ -13,7 +13,7 @@ from typing import Any, Optional
 import typer
 import yaml
 
-from mirage.core.cli_common import DB_HELP, fail, store_path
+from mirage.core.cli_common import DB_HELP, check_readable_store, fail, store_path
 from mirage.core.heartbeat import CRASHED, effective_status, liveness
 from mirage.core.labels import check_label
 from mirage.core.nested import MISSING
@@ -30,8 +30,9 @@ _RUN = typer.Argument(..., help="run id, name or unique id prefix")
 
 def _store(db: Optional[Path]) -> RunStore:
     path = store_path(db)
-    if not path.is_file():
+    if not path.exists():
         fail(f"no run store at {path}")
+    check_readable_store(path)
     # A run writing every step keeps taking the file; a command waits as long as a
     # writer would (WRITE_LOCK_TIMEOUT) rather than fail after a reader's 10 s.
     return RunStore(path, lock_timeout=WRITE_LOCK_TIMEOUT)

@@ -108,6 +108,28 @@ def aware_utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.replace(tzinfo=timezone.utc)
 
 
+def unreadable_problem(path: Path, lock_timeout: float = READ_LOCK_TIMEOUT) -> str | None:
+    """Why an existing DuckDB file cannot be read as a run store by this code (it is
+    damaged, or written by newer code: its schema is above ``SCHEMA_VERSION``), in one
+    clause; None when it can (or when a writer holds it: the command will wait its turn)."""
+    try:
+        con = connect_with_retry(path, read_only=True, lock_timeout=lock_timeout)
+    except StoreBusyError:
+        return None
+    except duckdb.Error as error:
+        return f"cannot be opened as a DuckDB database ({str(error).splitlines()[0]})"
+    try:
+        found = StoreFile._version(con)
+    except duckdb.Error as error:
+        return f"cannot be read as a run store ({str(error).splitlines()[0]})"
+    finally:
+        con.close()
+    if found is not None and found > SCHEMA_VERSION:
+        return (f"was written by a newer MIRAGE (store schema {found}; this code reads up to "
+                f"{SCHEMA_VERSION}): upgrade MIRAGE to read it")
+    return None
+
+
 class StoreFile:
     """One store file: short transactions under the writer-wins lock, schema kept current."""
 

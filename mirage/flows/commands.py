@@ -10,10 +10,11 @@ from typing import Optional
 
 import typer
 
-from mirage.core.cli_common import DB_HELP, REGISTRY_HELP, check_paths, fail, pairs, settings
+from mirage.core.cli_common import (
+    DB_HELP, REGISTRY_HELP, check_paths, check_readable_store, fail, pairs, settings,
+)
 from mirage.core.hookspecs import hookimpl
 from mirage.core.overrides import setting_type
-from mirage.core.paths import check_store_path
 from mirage.core.store import default_db_path
 from mirage.core.validate import ConfigError
 
@@ -99,10 +100,7 @@ def sweeps(
     from mirage.flows.progress import cell_line, read_sweeps
 
     target = db if db is not None else default_db_path()
-    try:
-        check_store_path(target, write=False)
-    except ConfigError as error:
-        fail(str(error))
+    check_readable_store(target)
     if last < 1:
         fail(f"--last {last}: expected a count of at least 1")
     found = read_sweeps(target, last=None if sweep_id else last)

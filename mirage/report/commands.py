@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from mirage.core.cli_common import fail
+from mirage.core.cli_common import check_readable_store, fail
 from mirage.core.hookspecs import hookimpl
 
 
@@ -41,8 +41,7 @@ def report(
     if from_store:
         results = results or STUDY_RESULTS  # the export goes where a checkout keeps it
         for store in from_store:
-            if not store.exists():
-                fail(f"store {store} does not exist")
+            check_readable_store(store, "--from-store")
         try:
             counts = export_study(from_store, results, experiment or STUDY_EXPERIMENTS)
         except ValueError as error:
