@@ -89,7 +89,7 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
                                      ["--resume 'existing'", "--lr cannot be changed"]),
     "resume unknown run": (["run", "--resume", "ghost"], ["no run 'ghost'"]),
     "resume steps that do not extend": (["run", "--resume", "existing", "--steps", "3"],
-                                        ["--steps 3 does not extend its 40 steps"]),
+                                        ["--steps 3 does not extend its 20 steps"]),
     # ---- registries and sweeps
     "sweep width 0": (["sweep", "rho", "--width", "0"], ["--width 0", "1..64"]),
     "sweep width negative": (["sweep", "rho", "--width", "-2"], ["--width -2"]),

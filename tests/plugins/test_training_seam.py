@@ -39,7 +39,8 @@ ARMS: dict[str, dict] = {
 def seeded_metrics(arm: str, db: Path) -> dict[str, float]:
     data = {"env": {"name": "frozenlake"}, **copy.deepcopy(TINY), "steps": 3, "seed": 7}
     # Enough warm start that the policy answers in format and groups differ in return.
-    data["model"]["options"] |= {"warmstart_episodes": 200, "warmstart_steps": 300}
+    # warmstart_seed None: the run seed's own warm start, as the code before the seam built it
+    data["model"]["options"] |= {"warmstart_episodes": 200, "warmstart_steps": 300, "warmstart_seed": None}
     data["rollout"] |= {"temperature": 1.5}
     for section, values in ARMS[arm].items():
         data[section] = {**data.get(section, {}), **values}
