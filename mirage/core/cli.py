@@ -45,6 +45,8 @@ def _start_data(experiment: Optional[str], registry: Optional[Path],
     are set on top of it); a copy, never the loaded experiment's own base."""
     data: dict[str, Any] = {}
     try:
+        if registry is not None and experiment is None:
+            load_registry(registry)  # a bad file is refused even where nothing is looked up
         if experiment is not None:
             experiments = load_registry(registry)
             if experiment not in experiments:

@@ -29,6 +29,10 @@ MAX_BATCH_TRAJECTORIES = 65_536
 MAX_NEW_TOKENS = 32_768
 # Steps are stored in 32-bit INTEGER columns.
 MAX_STEPS = 2**31 - 1
+# A learning rate above 1 (Adam's step is about lr per weight) or a loss coefficient above
+# 1000 only turns the policy into NaNs within a step: refused up front instead.
+MAX_LR = 1.0
+MAX_COEF = 1000.0
 
 
 class _Section(BaseModel):
@@ -119,7 +123,7 @@ class FilterConfig(_Section):
     step_size_matching: bool = Field(
         False, description="also multiply advantages by rho (the paper's step-size matching)"
     )
-    max_empty_steps: int = Field(5, ge=1, description="stop the run after this many steps in a row with nothing kept")
+    max_empty_steps: int = Field(5, ge=1, le=MAX_STEPS, description="stop the run after this many steps in a row with nothing kept")
 
     @field_validator("rho")
     @classmethod
@@ -152,9 +156,10 @@ class AlgorithmConfig(_Section):
         default_factory=dict, description="the chosen algorithm's own options, checked by its "
         "Options (core plugins --options NAME)"
     )
-    lr: float = Field(5e-5, gt=0, description="actor (policy) learning rate")
-    entropy_coef: float = Field(0.001, ge=0)
-    kl_coef: float = Field(0.0, ge=0, description="KL penalty to the initial policy; 0: off (the reference)")
+    lr: float = Field(5e-5, gt=0, le=MAX_LR, description="actor (policy) learning rate")
+    entropy_coef: float = Field(0.001, ge=0, le=MAX_COEF)
+    kl_coef: float = Field(0.0, ge=0, le=MAX_COEF,
+                           description="KL penalty to the initial policy; 0: off (the reference)")
     kl_penalty: Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"] = "low_var_kl"
     max_grad_norm: float = Field(1.0, gt=0, description="gradient clipping (actor and critic)")
     mini_batch_size: int = Field(
@@ -189,7 +194,7 @@ class AlgorithmConfig(_Section):
     # ---- critic, for the gae estimator
     gamma: float | None = Field(None, ge=0, le=1, description="GAE discount")
     lam: float | None = Field(None, ge=0, le=1, description="GAE lambda")
-    critic_lr: float | None = Field(None, gt=0, description="critic (value model) learning rate")
+    critic_lr: float | None = Field(None, gt=0, le=MAX_LR, description="critic (value model) learning rate")
     value_clip: float | None = Field(
         None, gt=0, description="value clipping: new values stay within this of the old ones"
     )
@@ -258,7 +263,7 @@ class ModelConfig(_Section):
 class ValidationConfig(_Section):
     """Fixed seeded validation set, evaluated every ``every`` iterations."""
 
-    every: int = Field(10, ge=1)
+    every: int = Field(10, ge=1, le=MAX_STEPS)
     episodes: int = Field(
         128, ge=1, le=MAX_BATCH_TRAJECTORIES, description="fixed validation episodes (about "
         "+-0.04 of success at 128; the studies in registry.yaml use 256)")

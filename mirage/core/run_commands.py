@@ -69,6 +69,10 @@ def runs(
     """List runs, oldest first, with their effective status (a run whose process is gone is `crashed`)."""
     if status is not None and status not in STATUSES | {CRASHED}:
         fail(f"unknown status {status!r}; valid: {', '.join(sorted(STATUSES | {CRASHED}))}")
+    for text in tag:
+        _label("tag", text)
+    if experiment is not None and not experiment.strip():
+        fail("--experiment: empty; expected a registry experiment's name (core experiments)")
     try:
         wanted = {path: parse_value(path, raw, "--where")
                   for path, raw in (split_pair(pair, "--where") for pair in where)}
@@ -202,6 +206,8 @@ def export(run: list[str] = typer.Argument(..., help="runs to export"),
     """Write runs' rows and their metrics (long format: run_id, step, name, value) to files."""
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r}; valid: {', '.join(FORMATS)}")
+    if not str(out) or str(out) == ".":
+        fail("--out: empty path; expected a folder for the exported files, e.g. export")
     if out.exists() and not out.is_dir():
         fail(f"--out {out} is a file, not a folder")
     store = _store(db)

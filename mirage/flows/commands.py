@@ -54,6 +54,7 @@ def sweep(
 
     _check_runner(runner, width)
     check_paths(db if db is not None else default_db_path(), None)
+    _check_ray_address(ray_address)
     axes, fixed = pairs(grid, "--grid"), settings(set_)
     for path in axes:
         try:
@@ -101,6 +102,8 @@ def sweeps(
 
     target = db if db is not None else default_db_path()
     check_readable_store(target)
+    if sweep_id is not None and not sweep_id.strip():
+        fail("SWEEP_ID: empty; leave it out to list the newest sweeps")
     if last < 1:
         fail(f"--last {last}: expected a count of at least 1")
     found = read_sweeps(target, last=None if sweep_id else last)
@@ -137,6 +140,12 @@ def serve(
     from mirage.flows.serve import serve_registry
 
     _check_runner(runner, width)
+    check_paths(db if db is not None else default_db_path(), None)
+    _check_ray_address(ray_address)
+    if not host.strip():
+        fail("--host: empty; expected a host name or address such as 127.0.0.1")
+    if not 0 < port < 65536:
+        fail(f"--port {port} is not a port number (1-65535)")
     defaults = {
         "db": str((db or default_db_path()).resolve()),
         "registry": str((registry or default_registry_path()).resolve()),
@@ -146,6 +155,12 @@ def serve(
         serve_registry(registry, defaults, host, port)
     except (ConfigError, RuntimeError) as error:
         fail(str(error))
+
+
+def _check_ray_address(address: Optional[str]) -> None:
+    if address is not None and not address.strip():
+        fail("--ray-address: empty; leave it out for a local Ray, or give one such as "
+             "ray://HOST:10001 or auto")
 
 
 @hookimpl

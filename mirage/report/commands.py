@@ -30,6 +30,8 @@ def report(
         STUDY_EXPERIMENTS, STUDY_RESULTS, default_results, export_study, restore_study,
     )
 
+    if restore is None:
+        _check_outputs(out, figures, notes)
     if restore is not None:
         results = results or default_results()
         try:
@@ -55,6 +57,30 @@ def report(
     for finding in findings:
         typer.echo(f"finding {finding.key}: {finding.verdict}")
     typer.echo(f"wrote {out} and its figures in {figures}")
+
+
+def _check_outputs(out: Path, figures: Path, notes: Path) -> None:
+    """Refuse bad --out, --figures and --notes before anything is rendered or written."""
+    import yaml
+
+    from mirage.core.paths import read_text_file
+    from mirage.core.validate import ConfigError
+
+    for flag, path, folder in (("--out", out, False), ("--figures", figures, True)):
+        if not str(path) or str(path) == ".":
+            fail(f"{flag}: empty path")
+        if path.exists() and path.is_dir() != folder:
+            fail(f"{flag} {str(path)!r} is {'a file' if folder else 'a directory'}; expected "
+                 f"{'a folder' if folder else 'a file'}")
+    if not str(notes) or notes.exists():  # the notes are optional: a missing file is none
+        try:
+            readings = yaml.safe_load(read_text_file(notes, "--notes")) or {}
+        except ConfigError as error:
+            fail(str(error))
+        except yaml.YAMLError as error:
+            fail(f"--notes {str(notes)!r}: not valid YAML ({str(error).splitlines()[0]})")
+        if not isinstance(readings, dict):
+            fail(f"--notes {str(notes)!r}: expected a mapping of finding keys to readings")
 
 
 @hookimpl

@@ -15,10 +15,12 @@ from typing import Any, Optional
 import typer
 
 from mirage.core.cli_common import fail, settings
+from mirage.core.config import MAX_BATCH_TRAJECTORIES
 from mirage.core.hookspecs import hookimpl
 from mirage.core.overrides import assign
 from mirage.core.validate import ConfigError
 
+MAX_BATCHES = 1000  # each is P x G rollouts and their cross-scoring
 REBUILD_HELP = ("train the warm start anew (cache and shipped policy ignored), measure it and "
                 "record it in --out with its provenance")
 
@@ -29,9 +31,10 @@ def warmstart(
     out: Optional[Path] = typer.Option(
         None, help="with --rebuild: the folder to record the policy in [default: the package's "
         "shipped policy of ENV]"),
-    episodes: int = typer.Option(256, min=1, help="with --rebuild: validation episodes measured"),
-    batches: int = typer.Option(8, min=1, help="with --rebuild: P x G rollout batches whose "
-                                "first-turn retrieval accuracy is measured"),
+    episodes: int = typer.Option(256, min=1, max=MAX_BATCH_TRAJECTORIES,
+                                 help="with --rebuild: validation episodes measured"),
+    batches: int = typer.Option(8, min=1, max=MAX_BATCHES, help="with --rebuild: P x G rollout "
+                                "batches whose first-turn retrieval accuracy is measured"),
     set_: list[str] = typer.Option([], "--set", help="config override PATH=VALUE, e.g. "
                                    "model.options.warmstart_steps=600 (repeatable)"),
 ) -> None:
@@ -43,6 +46,8 @@ def warmstart(
     from mirage.core.validate import parse_config, validate_config
     from mirage.plugins.backend_local import shipped, warmstart as ws
 
+    if out is not None:
+        _check_out(out)
     data: dict[str, Any] = {"env": {"name": env}}
     try:
         for path, value in settings(set_).items():
@@ -95,6 +100,15 @@ def warmstart(
     typer.echo(json.dumps({"warmstart_key": key, **{k: facts[k] for k in sorted(facts)},
                            "quality": quality}, indent=1))
     typer.echo(f"recorded in {target}")
+
+
+def _check_out(out: Path) -> None:
+    """A folder to record a policy in, replaced whole: a new one or a recorded policy's."""
+    if not str(out) or str(out) == "." or (out.exists() and not out.is_dir()):
+        fail(f"--out {str(out)!r}: expected a folder to record the policy in (it is replaced)")
+    if out.exists() and any(out.iterdir()) and not (out / "warmstart.json").exists():
+        fail(f"--out {str(out)!r} holds files but no recorded warm start; it would be replaced "
+             "whole: name a new folder or a recorded policy's")
 
 
 def _measure(config, plugins, directory: Path, episodes: int, batches: int) -> dict[str, Any]:
