@@ -10,6 +10,7 @@ Two environment variables make runs reproducible:
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 from collections.abc import Sequence
@@ -91,7 +92,7 @@ def build_plugins(extra: Sequence[tuple[str, object]] = (),
     candidates += [(name, lambda plugin=plugin: plugin, "unknown") for name, plugin in extra]
     for name, load, dist in candidates:
         if name in _SET_ASIDE:
-            failed.append(PluginFailure(**{**_SET_ASIDE[name].__dict__}))
+            failed.append(dataclasses.replace(_SET_ASIDE[name]))
             continue
         try:
             plugin = load()
@@ -101,8 +102,10 @@ def build_plugins(extra: Sequence[tuple[str, object]] = (),
                                         f"loading it raised {type(error).__name__}: {error}"))
             continue
         ep = entry_points.get(name)
-        plugin_version = (ep.dist.version if ep is not None and ep.dist else "unknown") if ep is not None \
-            else getattr(plugin, "__version__", "unknown")
+        if ep is None:  # passed in: its own __version__, if it has one
+            plugin_version = getattr(plugin, "__version__", "unknown")
+        else:
+            plugin_version = ep.dist.version if ep.dist else "unknown"
         infos.append(PluginInfo(name, plugin_version, builtin=False))
 
     registries = Registries()

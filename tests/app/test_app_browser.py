@@ -69,7 +69,8 @@ def test_a_running_run_refreshes_in_the_open_page(app_store, tmp_path):
     with serve(live, tmp_path / "app.log") as url, browser() as page:
         dom = load_twice(page, url, charts=5)
         assert "re-read the store every 5 s" in dom
-        assert run_line(run_id, "running", "4/4").search(dom)
+        # the run list may draw after the charts: wait for it (it failed once reading at once)
+        page.wait_for("the running run at step 4", lambda d: bool(run_line(run_id, "running", "4/4").search(d)), 60)
         store.record_step(run_id, 5, {"val/success": 0.5})  # the app's reads never block this
         page.wait_for("step 5", lambda d: bool(run_line(run_id, "running", "5/4").search(d)), 60)
 
