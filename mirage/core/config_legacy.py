@@ -78,7 +78,6 @@ WARMSTART_SEED_DEFAULT = 0  # the local backend's default since issue #31 (None 
 # at the values runs were hashed against; only the basis of the hash, like the above.
 HASHED_RUN_DEFAULTS: dict[str, Any] = {
     "steps": 40,
-    "validation.every": 10,
     "validation.episodes": 256,
 }
 

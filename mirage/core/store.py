@@ -295,7 +295,7 @@ class RunStore(StoreFile):
                     columns = "* EXCLUDE (event_id)" if table == "events" else "*"
                     con.execute(f"INSERT INTO {table} BY NAME SELECT {columns} FROM cell.{table}"
                                 " WHERE list_contains(?, run_id)", [new])
-                if new and _attached_version(con, "cell") < WARMSTART_SEED_SCHEMA:
+                if new and (self._version(con, "cell") or 1) < WARMSTART_SEED_SCHEMA:
                     fill_warmstart_seeds(con, new)  # what migration 5 does to its own runs
             finally:
                 con.execute("DETACH cell")
@@ -339,12 +339,3 @@ class RunStore(StoreFile):
             [run_id],
         )
         return [{**r, "at": aware_utc(r["at"])} for r in rows]
-
-
-def _attached_version(con: duckdb.DuckDBPyConnection, database: str) -> int:
-    """The schema version of an attached store file (1: it records none)."""
-    found = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND "
-                        "table_name = 'schema_version'", [database]).fetchone()[0]
-    version = con.execute(f"SELECT max(version) FROM {database}.schema_version").fetchone()[0] \
-        if found else None
-    return version or 1

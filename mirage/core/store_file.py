@@ -158,12 +158,15 @@ class StoreFile:
             migrate(con, found)
 
     @staticmethod
-    def _version(con: duckdb.DuckDBPyConnection) -> int | None:
-        """The stored schema version; None if the file has no (or an empty) version table."""
-        sql = "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'schema_version'"
-        if not con.execute(sql).fetchone()[0]:
+    def _version(con: duckdb.DuckDBPyConnection, database: str | None = None) -> int | None:
+        """The stored schema version of ``con``'s file (or of the attached ``database``);
+        None if it has no (or an empty) version table."""
+        database = database or con.execute("SELECT current_database()").fetchone()[0]
+        sql = ("SELECT count(*) FROM duckdb_tables() WHERE database_name = ? "
+               "AND table_name = 'schema_version'")
+        if not con.execute(sql, [database]).fetchone()[0]:
             return None
-        return con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+        return con.execute(f'SELECT max(version) FROM "{database}".schema_version').fetchone()[0]
 
     def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
         budget = self.lock_timeout if read_only else self.write_lock_timeout

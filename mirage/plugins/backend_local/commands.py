@@ -19,6 +19,7 @@ from mirage.core.config import MAX_BATCH_TRAJECTORIES
 from mirage.core.hookspecs import hookimpl
 from mirage.core.overrides import assign
 from mirage.core.validate import ConfigError
+from mirage.plugins.backend_local.shipped import FACTS_FILE
 
 MAX_BATCHES = 1000  # each is P x G rollouts and their cross-scoring
 REBUILD_HELP = ("train the warm start anew (cache and shipped policy ignored), measure it and "
@@ -106,7 +107,7 @@ def _check_out(out: Path) -> None:
     """A folder to record a policy in, replaced whole: a new one or a recorded policy's."""
     if not str(out) or str(out) == "." or (out.exists() and not out.is_dir()):
         fail(f"--out {str(out)!r}: expected a folder to record the policy in (it is replaced)")
-    if out.exists() and any(out.iterdir()) and not (out / "warmstart.json").exists():
+    if out.exists() and any(out.iterdir()) and not (out / FACTS_FILE).exists():
         fail(f"--out {str(out)!r} holds files but no recorded warm start; it would be replaced "
              "whole: name a new folder or a recorded policy's")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 POLICIES = Path(__file__).resolve().parent / "policies"
-FACTS_FILE = "warmstart.json"
+FACTS_FILE = "warmstart.json"  # beside every saved warm start, shipped or cached
 
 
 def names() -> list[str]:

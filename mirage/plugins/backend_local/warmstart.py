@@ -30,6 +30,7 @@ from mirage.core.config import RunConfig
 from mirage.core.demos import collect_demonstrations
 from mirage.plugins.backend_local import model as model_lib
 from mirage.plugins.backend_local import shipped
+from mirage.plugins.backend_local.shipped import FACTS_FILE
 from mirage.plugins.backend_local.options import WARM_START_SHAPE, LocalOptions
 from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
 
@@ -40,7 +41,6 @@ WARMSTART_VERSION = "2"
 # Demonstrated episodes the fingerprint plays: a prefix of the warm start's own (one
 # random stream), enough to meet every reasoning template, cheap enough for every run.
 FINGERPRINT_EPISODES = 128
-FACTS_FILE = "warmstart.json"
 STEPS_TIMED = 5  # supervised steps timed before the build says how long it will take
 
 
