@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from mirage.core.options import Component
 from mirage.core.policy_output import CrossScores, PolicyOutput
 
 if TYPE_CHECKING:
@@ -16,8 +17,10 @@ if TYPE_CHECKING:
     from mirage.core.training import LossRecipe, Row
 
 
-class Backend(ABC):
-    """A trainable policy. ``cls(config)`` is called once per run (docs/writing-a-backend.md).
+class Backend(Component, ABC):
+    """A trainable policy, built once per run as ``cls(config, options)``: the run config
+    and this class's validated ``Options`` from ``model.options``
+    (:class:`mirage.core.options.Component`; docs/writing-a-backend.md).
 
     What every backend provides: :meth:`prepare`, :meth:`encode`/:meth:`decode`,
     :meth:`generate`, :meth:`score`, training through :meth:`train_step` and
@@ -35,9 +38,6 @@ class Backend(ABC):
     """
 
     supports_critic: ClassVar[bool] = False
-
-    def __init__(self, config: "RunConfig"):
-        self.config = config
 
     @classmethod
     def config_problem(cls, config: "RunConfig") -> str | None:

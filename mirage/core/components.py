@@ -3,6 +3,10 @@ diagnostic or logger plugin provides. Each states every method the run calls on 
 abstract ones a component implements, and the optional ones with the default it inherits.
 A registry refuses a class that does not subclass its kind's base (mirage/core/registry.py).
 
+Algorithms, filters, diagnostics and loggers (and backends, mirage/core/backend.py) are
+:class:`mirage.core.options.Component`: built once per run as ``cls(config, options)``,
+the resolved run config and the class's validated ``Options`` (mirage/core/options.py).
+
 ``run`` is the run's :class:`mirage.core.session.RunSession`, typed ``Any`` here: the
 session holds the plugin manager, whose registries import this module, so naming its
 class would close an import circle."""
@@ -13,26 +17,26 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
+from mirage.core.options import Component
+
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from mirage.core.backend import Backend
     from mirage.core.batch import Batch, Selection
-    from mirage.core.config import FilterConfig, RunConfig
+    from mirage.core.config import RunConfig
 
 
-class Algorithm(ABC):
-    """Built as ``cls(config: RunConfig)``; ``update`` trains on ``batch.kept_groups()``
-    through ``run.backend`` and returns its metrics."""
+class Algorithm(Component, ABC):
+    """Built as ``cls(config, options)`` (``options`` from ``algorithm.options``);
+    ``update`` trains on ``batch.kept_groups()`` through ``run.backend`` and returns its
+    metrics. The update's shared settings are ``config.algorithm``'s."""
 
     preset: ClassVar[Mapping[str, Any]] = {}
     """Values for the ``algorithm`` section's settings a config leaves unset (None), e.g.
     PPO's ``{"adv_estimator": "gae", "loss_agg_mode": "token-mean"}``. Resolved into the
     run's config before anything runs (:func:`mirage.core.validate.resolve_algorithm`), so
     a stored config shows what ran. Default: none."""
-
-    def __init__(self, config: "RunConfig") -> None:
-        self.config = config
 
     @classmethod
     def config_problem(cls, config: "RunConfig", backend_cls: type["Backend"]) -> str | None:
@@ -47,9 +51,11 @@ class Algorithm(ABC):
 
 class AdvantageEstimator(ABC):
     """Named by ``algorithm.adv_estimator``: gives every response token of the trajectories
-    an algorithm trains on its advantage. Built as ``cls(config: RunConfig)``; ``rows``
-    returns, per trajectory, its training rows
-    (:class:`mirage.plugins.verl_algorithms.common.Row`: one per turn with response tokens)."""
+    an algorithm trains on its advantage. Built by the algorithm as ``cls(config:
+    RunConfig)``: an estimator has no options of its own, the settings it reads are the
+    ``algorithm`` section's (filled from ``defaults``). ``rows`` returns, per trajectory,
+    its training rows (:class:`mirage.plugins.verl_algorithms.common.Row`: one per turn
+    with response tokens)."""
 
     needs_critic: ClassVar[bool] = False
     """True when ``rows`` reads a critic: validation then demands a backend with one."""
@@ -68,32 +74,28 @@ class AdvantageEstimator(ABC):
         prompt group; ``rewards[i]`` are its turn rewards after shaping."""
 
 
-class Filter(ABC):
-    """Built as ``cls(config: FilterConfig)``; ``select`` says which groups (or
-    trajectories) of the batch the update trains on.
+class Filter(Component, ABC):
+    """Built as ``cls(config, options)``; ``select`` says which groups (or trajectories) of
+    the batch the update trains on. The settings filters share (``rho``, ``score``,
+    ``keep``, ``include_zero``) are ``config.filter``'s.
 
     Optional: a class ``Options`` (a pydantic model, ``extra="forbid"``), the filter's own
-    settings, read as ``cls.Options(**config.options)``; validation checks
-    ``filter.options`` against it (mirage/core/options.py). Algorithms (``algorithm.options``)
-    and backends (``model.options``) declare theirs the same way."""
+    settings (the quartile filter's ``quartile``), given in ``filter.options`` and passed
+    as ``options`` once validated (mirage/core/options.py). Every other kind declares its
+    options the same way."""
 
     requires_variance: ClassVar[bool] = False
     """True for a filter that ranks by reward variance: validation then demands G >= 2."""
-
-    def __init__(self, config: "FilterConfig") -> None:
-        self.config = config
 
     @abstractmethod
     def select(self, batch: "Batch") -> "Selection": ...
 
 
-class Diagnostic(ABC):
-    """Built as ``cls(config: RunConfig)``; ``measure`` returns ``{metric_name: value}``
-    on the steps ``due`` names. A subclass with its own ``__init__`` calls
-    ``super().__init__(config)``: the default ``due`` reads ``self.config``."""
-
-    def __init__(self, config: "RunConfig") -> None:
-        self.config = config
+class Diagnostic(Component, ABC):
+    """Built as ``cls(config, options)`` (``options`` from ``diagnostics.options[name]``);
+    ``measure`` returns ``{metric_name: value}`` on the steps ``due`` names. A subclass
+    with its own ``__init__`` calls ``super().__init__(config, options)``: the default
+    ``due`` reads ``self.config``."""
 
     def due(self, step: int) -> bool:
         """Whether ``measure`` runs at ``step``. Default: step 1 and every
@@ -110,18 +112,15 @@ class Diagnostic(ABC):
         return {}
 
 
-class Logger(ABC):
+class Logger(Component, ABC):
     """An experiment tracker that mirrors the store (docs/loggers.md). Built as
-    ``cls(options)`` where ``options`` is a ``cls.Options`` (a pydantic model) made from
-    ``loggers.options[name]``. ``open`` is called when the run starts or resumes,
+    ``cls(config, options)`` where ``options`` is a ``cls.Options`` (a pydantic model) made
+    from ``loggers.options[name]``. ``open`` is called when the run starts or resumes,
     ``log`` after each step is stored, ``close`` when the run ends (its status:
     finished, stopped or failed). A logger that raises is disabled for the rest of the
     run and a ``logger`` event names it; the run goes on."""
 
     Options: ClassVar[type["BaseModel"]]
-
-    def __init__(self, options: Any) -> None:
-        self.options = options
 
     @classmethod
     def missing_requirement(cls) -> str | None:

@@ -295,6 +295,10 @@ class DiagnosticsConfig(_Section):
     decomposition every ``gradient_every`` steps."""
 
     names: list[str] = Field(default_factory=lambda: ["mi", "reward", "grad", "collapse"])
+    options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="per-diagnostic settings by name, checked by each "
+        "diagnostic's Options (core plugins --options NAME), e.g. {mi: {scopes: [first_turn]}}"
+    )
     every: int = Field(5, ge=1)
     scopes: list[MIScope] = Field(
         default_factory=lambda: ["first_turn", "trajectory"], min_length=1,

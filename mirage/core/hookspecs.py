@@ -63,7 +63,8 @@ def mirage_register_envs(register: Register) -> None:
 def mirage_register_backends(register: Register) -> None:
     """Register policy backends: ``register("local", LocalBackend)``.
 
-    ``cls(config: RunConfig)`` must subclass :class:`mirage.core.backend.Backend`.
+    ``cls(config: RunConfig, options)`` must subclass :class:`mirage.core.backend.Backend`;
+    ``options`` is an instance of ``cls.Options`` built from ``model.options``.
     Every implementation is called (not firstresult), once per plugin manager.
     """
 
@@ -72,7 +73,8 @@ def mirage_register_backends(register: Register) -> None:
 def mirage_register_algorithms(register: Register) -> None:
     """Register update algorithms: ``register("grpo", GRPO)``.
 
-    ``cls(config: RunConfig)`` must subclass :class:`mirage.core.components.Algorithm`.
+    ``cls(config: RunConfig, options)`` must subclass :class:`mirage.core.components.Algorithm`;
+    ``options`` is an instance of ``cls.Options`` built from ``algorithm.options``.
     Every implementation is called (not firstresult), once per plugin manager.
     """
 
@@ -91,7 +93,8 @@ def mirage_register_estimators(register: Register) -> None:
 def mirage_register_filters(register: Register) -> None:
     """Register rollout filters: ``register("top_p", TopPFilter)``.
 
-    ``cls(config: FilterConfig)`` must subclass :class:`mirage.core.components.Filter`.
+    ``cls(config: RunConfig, options)`` must subclass :class:`mirage.core.components.Filter`;
+    ``options`` is an instance of ``cls.Options`` built from ``filter.options``.
     Every implementation is called (not firstresult), once per plugin manager.
     """
 
@@ -100,7 +103,8 @@ def mirage_register_filters(register: Register) -> None:
 def mirage_register_diagnostics(register: Register) -> None:
     """Register diagnostics: ``register("mi", MutualInformation)``.
 
-    ``cls(config: RunConfig)`` must subclass :class:`mirage.core.components.Diagnostic`.
+    ``cls(config: RunConfig, options)`` must subclass :class:`mirage.core.components.Diagnostic`;
+    ``options`` is an instance of ``cls.Options`` built from ``diagnostics.options[name]``.
     Every implementation is called (not firstresult), once per plugin manager.
     """
 
@@ -109,8 +113,8 @@ def mirage_register_diagnostics(register: Register) -> None:
 def mirage_register_loggers(register: Register) -> None:
     """Register experiment-tracker loggers: ``register("wandb", WandbLogger)``.
 
-    ``cls(options)`` must subclass :class:`mirage.core.components.Logger`; ``options`` is
-    an instance of ``cls.Options`` built from ``loggers.options[name]``.
+    ``cls(config: RunConfig, options)`` must subclass :class:`mirage.core.components.Logger`;
+    ``options`` is an instance of ``cls.Options`` built from ``loggers.options[name]``.
     Every implementation is called (not firstresult), once per plugin manager.
     """
 

@@ -35,7 +35,7 @@ from mirage.core.run_records import environment_record
 from mirage.core.scoring import score_batch
 from mirage.core.session import RunSession
 from mirage.core.store import GroupRow, RolloutRow, RunStore, new_run_id, stored_values
-from mirage.core.validate import ConfigError, logger_options, validate_config
+from mirage.core.validate import ConfigError, build_component, validate_config
 
 
 class RunStopped(RuntimeError):
@@ -70,17 +70,20 @@ def step_seeds(seed: int, step: int, count: int) -> list[int]:
 
 def open_session(config: RunConfig, plugins: Plugins, env_options: Any) -> RunSession:
     reg = plugins.registries
+
+    def build(kind: str, name: str) -> Any:
+        return build_component(config, reg, kind, name)
+
     return RunSession(
         config=config,
         plugins=plugins,
         env_cls=reg.envs.get(config.env.name),
         env_options=env_options,
-        backend=reg.backends.get(config.model.backend)(config),
-        algorithm=reg.algorithms.get(config.algorithm.name)(config),
-        filter=reg.filters.get(config.filter.name)(config.filter),
-        diagnostics={n: reg.diagnostics.get(n)(config) for n in config.diagnostics.names},
-        loggers={n: reg.loggers.get(n)(logger_options(config, plugins, n))
-                 for n in config.loggers.names},
+        backend=build("backend", config.model.backend),
+        algorithm=build("algorithm", config.algorithm.name),
+        filter=build("filter", config.filter.name),
+        diagnostics={n: build("diagnostic", n) for n in config.diagnostics.names},
+        loggers={n: build("logger", n) for n in config.loggers.names},
     )
 
 

@@ -1,24 +1,48 @@
 """Components' own typed options: one mechanism for every kind of component.
 
-A component class (environment, filter, backend, algorithm, logger) may declare
-``Options``, a pydantic model with ``extra="forbid"`` whose defaults are the component's.
-The run config holds the settings given for the chosen component as plain data in its
-section (``env.options``, ``filter.options``, ``model.options`` for the backend,
-``algorithm.options``, ``loggers.options[name]``);
-:func:`mirage.core.validate.component_options` checks them against the class's
-``Options`` before any work starts. A class without ``Options`` takes none.
+A component class (environment, backend, algorithm, filter, diagnostic, logger) may
+declare ``Options``, a pydantic model with ``extra="forbid"`` whose defaults are the
+component's. The run config holds the settings given for a chosen component as plain
+data: in its section's ``options`` for a kind the run chooses one of (``env.options``,
+``model.options`` for the backend, ``algorithm.options``, ``filter.options``), and by
+name for a kind it names a list of (``diagnostics.options[name]``,
+``loggers.options[name]``). :func:`mirage.core.validate.component_options` checks them
+against the class's ``Options`` before any work starts. A class without ``Options``
+takes none.
+
+Every kind the run builds once (all but environments, built per episode from their
+options alone) subclasses :class:`Component` and is built the same way:
+``cls(config, options)``, the resolved run config and the validated ``Options``
+(:func:`mirage.core.validate.build_component`).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, ConfigDict
 from pydantic_core import PydanticUndefined
+
+if TYPE_CHECKING:
+    from mirage.core.config import RunConfig
 
 
 class NoOptions(BaseModel):
     """The options of a component that declares none."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Component:
+    """What every run component is built with: ``cls(config, options)``. ``config`` is the
+    resolved :class:`mirage.core.config.RunConfig` (shared settings such as
+    ``config.filter.rho`` are read there), ``options`` this class's validated ``Options``
+    (:class:`NoOptions` for a class that declares none). A subclass with its own
+    ``__init__`` takes the same two arguments and calls ``super().__init__(config, options)``."""
+
+    def __init__(self, config: "RunConfig", options: BaseModel) -> None:
+        self.config = config
+        self.options = options
 
 
 def options_class(cls: type) -> type[BaseModel]:

@@ -28,7 +28,7 @@ class RunSession:
     algorithm: Any
     """The selected update algorithm component."""
     filter: Any
-    """The selected filter component, built with ``config.filter``."""
+    """The selected filter component (its shared settings are ``config.filter``)."""
     diagnostics: dict[str, Any]
     """The run's diagnostic components by name."""
     loggers: dict[str, Any] = field(default_factory=dict)

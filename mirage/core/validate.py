@@ -4,7 +4,7 @@ checked."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from pydantic import BaseModel, ValidationError
 
@@ -99,6 +99,36 @@ def component_options(cls: type, given: Mapping[str, Any], kind: str, name: str,
         raise ConfigError(one_line(error, prefix=where)) from None
 
 
+# Per kind: its registry, and where the run config holds the chosen component's options:
+# its section's ``options`` for a kind the run chooses one of, ``options[name]`` for a kind
+# it names a list of.
+OPTIONS_AT: dict[str, tuple[str, str, Callable[[RunConfig, str], Mapping[str, Any]]]] = {
+    "env": ("envs", "env.options.", lambda config, name: config.env.options),
+    "backend": ("backends", "model.options.", lambda config, name: config.model.options),
+    "algorithm": ("algorithms", "algorithm.options.", lambda config, name: config.algorithm.options),
+    "filter": ("filters", "filter.options.", lambda config, name: config.filter.options),
+    "diagnostic": ("diagnostics", "diagnostics.options.{name}.",
+                   lambda config, name: config.diagnostics.options.get(name, {})),
+    "logger": ("loggers", "loggers.options.{name}.",
+               lambda config, name: config.loggers.options.get(name, {})),
+}
+
+
+def chosen_options(config: RunConfig, registries: Registries, kind: str, name: str) -> BaseModel:
+    """The ``Options`` of ``kind`` component ``name`` built from what ``config`` gives for
+    it (ConfigError if they do not fit)."""
+    registry, where, given = OPTIONS_AT[kind]
+    cls = getattr(registries, registry).get(name)
+    return component_options(cls, given(config, name), kind, name, where.format(name=name))
+
+
+def build_component(config: RunConfig, registries: Registries, kind: str, name: str) -> Any:
+    """The run's ``kind`` component ``name``, built the one way every kind is:
+    ``cls(config, options)`` (:class:`mirage.core.options.Component`)."""
+    cls = getattr(registries, OPTIONS_AT[kind][0]).get(name)
+    return cls(config, chosen_options(config, registries, kind, name))
+
+
 def validate_config(config: RunConfig, plugins: Plugins) -> Any:
     """Resolve ``config``'s algorithm section in place (:func:`resolve_algorithm`), then raise
     ConfigError unless every name resolves and every value fits (each chosen component's
@@ -110,17 +140,16 @@ def validate_config(config: RunConfig, plugins: Plugins) -> Any:
         backend_cls = reg.backends.get(config.model.backend)
         algorithm_cls = reg.algorithms.get(config.algorithm.name)
         filter_cls = reg.filters.get(config.filter.name)
-        for name in config.diagnostics.names:
+        for name in [*config.diagnostics.names, *config.diagnostics.options]:
             reg.diagnostics.get(name)
         for name in [*config.loggers.names, *config.loggers.options]:
             reg.loggers.get(name)
     except UnknownComponentError as error:
         raise ConfigError(str(error)) from None
-    options = component_options(env_cls, config.env.options, "env", config.env.name, "env.options.")
-    component_options(filter_cls, config.filter.options, "filter", config.filter.name, "filter.options.")
-    component_options(backend_cls, config.model.options, "backend", config.model.backend, "model.options.")
-    component_options(algorithm_cls, config.algorithm.options, "algorithm", config.algorithm.name,
-                      "algorithm.options.")
+    options = chosen_options(config, reg, "env", config.env.name)
+    for kind, name in [("backend", config.model.backend), ("algorithm", config.algorithm.name),
+                       ("filter", config.filter.name)]:
+        chosen_options(config, reg, kind, name)
     # e.g. DeepCoder refuses to run model-written code where its sandbox cannot isolate it
     if problem := env_cls.options_problem(options):
         raise ConfigError(f"{config.env.name}: {problem}")
@@ -141,17 +170,11 @@ def validate_config(config: RunConfig, plugins: Plugins) -> Any:
         )
     if problem := algorithm_cls.config_problem(config, backend_cls):
         raise ConfigError(problem)
+    for name in dict.fromkeys([*config.diagnostics.names, *config.diagnostics.options]):
+        chosen_options(config, reg, "diagnostic", name)
     for name in dict.fromkeys([*config.loggers.names, *config.loggers.options]):
-        logger_options(config, plugins, name)
+        chosen_options(config, reg, "logger", name)
     for name in config.loggers.names:  # a missing library fails now, not mid-run
         if problem := reg.loggers.get(name).missing_requirement():
             raise ConfigError(f"logger {name!r}: {problem}")
     return options
-
-
-def logger_options(config: RunConfig, plugins: Plugins, name: str) -> Any:
-    """Logger ``name``'s ``Options`` built from ``loggers.options[name]`` (ConfigError if
-    they do not fit)."""
-    logger_cls = plugins.registries.loggers.get(name)
-    return component_options(logger_cls, config.loggers.options.get(name, {}), "logger", name,
-                             f"loggers.options.{name}.")

@@ -26,10 +26,6 @@ class FirstGroupsFilter(Filter):
         model_config = ConfigDict(extra="forbid")
         count: int = Field(2, ge=1, description="groups kept, from the first")
 
-    def __init__(self, config):
-        super().__init__(config)
-        self.options = self.Options(**config.options)
-
     def select(self, batch):
         return Selection(list(range(min(self.options.count, len(batch.groups)))))
 

@@ -90,8 +90,8 @@ class NegativeFilter(Filter):
 class InfiniteDiagnostic(Diagnostic):
     """A diagnostic whose second measurement is infinite."""
 
-    def __init__(self, config):
-        super().__init__(config)
+    def __init__(self, config, options):
+        super().__init__(config, options)
         self.calls = 0
 
     def due(self, step: int) -> bool:

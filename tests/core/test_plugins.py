@@ -25,7 +25,7 @@ from mirage.core.config import RunConfig
 from mirage.core.hookspecs import hookimpl
 from mirage.core.loop import diagnose
 from mirage.core.plugins import DEFAULT_PLUGINS, ENTRY_POINT_GROUP, build_plugins
-from mirage.core.validate import validate_config
+from mirage.core.validate import build_component, validate_config
 
 MIRAGE_VERSION = metadata.version("mirage-rl")
 
@@ -114,7 +114,7 @@ def test_throwaway_filter_validates_and_selects(throwaway):
     config = RunConfig.model_validate({"filter": {"name": "keep_first"}})
     validate_config(config, loaded)  # a name from a third-party plugin is a valid name
     batch = small_batch()
-    selection = loaded.registries.filters.get("keep_first")(config.filter).select(batch)
+    selection = build_component(config, loaded.registries, "filter", "keep_first").select(batch)
     batch.apply(selection)
     assert [g.kept for g in batch.groups] == [True, False, False]
 

@@ -19,6 +19,7 @@ from mirage.core.backend import PolicyOutput
 from mirage.core.batch import Batch, Group, Trajectory, Turn
 from mirage.core import training
 from mirage.core.config import RunConfig
+from mirage.core.options import NoOptions
 from mirage.core.plugins import build_plugins
 from mirage.core.validate import build_config
 from mirage.plugins.verl_algorithms.register import DAPO, GRPO, PPO, DrGRPO
@@ -178,7 +179,7 @@ def test_outcome_update_matches_the_textbook_loss(cls, algo, mode, by_std, high)
     backend = TableBackend()
     batch = hand_batch()
     set_old_logprobs(batch, backend)
-    metrics = cls(config(algo)).update(fake_run(backend), batch)
+    metrics = cls(config(algo), NoOptions()).update(fake_run(backend), batch)
     assert metrics["update/optimizer_steps"] == 1.0 and len(backend.policy_grads) == 1
 
     trajectories = batch.trajectories
@@ -201,7 +202,7 @@ def test_loss_scale_multiplies_the_advantages():
         batch = hand_batch()
         set_old_logprobs(batch, b)
         batch.loss_scale = scale
-        GRPO(config("grpo", entropy_coef=0.0)).update(fake_run(b), batch)
+        GRPO(config("grpo", entropy_coef=0.0), NoOptions()).update(fake_run(b), batch)
     # Scaling A by 0.25 scales every clipped term (ratios are fixed) by 0.25.
     torch.testing.assert_close(scaled.policy_grads[0], 0.25 * backend.policy_grads[0])
 
@@ -210,7 +211,7 @@ def test_mini_batches_and_epochs_count_optimizer_steps():
     backend = TableBackend()
     batch = hand_batch()
     set_old_logprobs(batch, backend)
-    metrics = GRPO(config("grpo", mini_batch_size=3, epochs=2)).update(fake_run(backend), batch)
+    metrics = GRPO(config("grpo", mini_batch_size=3, epochs=2), NoOptions()).update(fake_run(backend), batch)
     assert metrics["update/optimizer_steps"] == 4.0  # 4 trajectories: [3, 1] per epoch
     assert len(backend.policy_grads) == 4
 
@@ -222,7 +223,7 @@ def test_ppo_update_matches_gae_and_the_clipped_value_loss():
     backend = TableBackend()
     batch = hand_batch()
     set_old_logprobs(batch, backend)
-    metrics = PPO(config("ppo")).update(fake_run(backend), batch)
+    metrics = PPO(config("ppo"), NoOptions()).update(fake_run(backend), batch)
     assert backend.critic_lr == 5e-4  # the critic was built with the resolved critic lr
     assert len(backend.policy_grads) == 1 and len(backend.critic_grads) == 1
 
@@ -289,7 +290,7 @@ def test_dynamic_sampling_drops_uniform_groups_and_refills_from_extra_rounds():
         [[0.0, 1.0], [1.0, 0.0]],  # round 2: two groups with signal, one is needed
     ])
     run = SimpleNamespace(backend=backend, hook=rollout, step=1, plugins=build_plugins())
-    algo = DAPO(config("dapo", extra_rollout_rounds=5))
+    algo = DAPO(config("dapo", extra_rollout_rounds=5), NoOptions())
     groups, metrics = algo.training_groups(run, batch)
     assert metrics == {"update/extra_rollout_rounds": 2.0, "update/dropped_groups": 3.0}
     assert groups[0] is batch.groups[0] and len(groups) == 2
@@ -306,7 +307,7 @@ def test_dynamic_sampling_stops_after_the_extra_round_budget():
             t.turns = [turn(1, [1], 1.0, 0.0)]
     rollout = ScriptedRollout([[[1.0, 1.0], [1.0, 1.0]]] * 3)
     run = SimpleNamespace(backend=TableBackend(), hook=rollout, step=1, plugins=build_plugins())
-    metrics = DAPO(config("dapo", extra_rollout_rounds=2)).update(run, batch)
+    metrics = DAPO(config("dapo", extra_rollout_rounds=2), NoOptions()).update(run, batch)
     assert metrics["update/extra_rollout_rounds"] == 2.0
     assert metrics["update/dropped_groups"] == 6.0
     assert metrics["update/trajectories"] == 0.0 and metrics["update/optimizer_steps"] == 0.0

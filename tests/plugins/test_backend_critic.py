@@ -13,12 +13,17 @@ CONTEXTS = [[5, 6, 7], [5, 8]]
 RESPONSES = [[9, 10, 11, 12], [13]]
 
 
+def local_backend(config) -> LocalBackend:
+    """The local backend as the run builds it: ``cls(config, options)``."""
+    return LocalBackend(config, LocalBackend.Options(**config.model.options))
+
+
 @pytest.fixture
 def backend(tmp_path_factory, tiny_config):
     data = tiny_config()
     data["model"]["options"].update(warmstart_episodes=10, warmstart_steps=2)
     data["algorithm"] = {"name": "ppo"}
-    b = LocalBackend(build_config(data))
+    b = local_backend(build_config(data))
     b.prepare(FrozenLake, tmp_path_factory.getbasetemp() / "critic-warmstart-cache")
     return b
 
@@ -74,7 +79,7 @@ def test_checkpoint_keeps_the_critic_and_its_optimizer(backend, tmp_path):
     backend.values(CONTEXTS, RESPONSES).sum().backward()
     backend.critic_step(1.0)
     backend.save(tmp_path / "ckpt")
-    restored = LocalBackend(backend.config)
+    restored = local_backend(backend.config)
     restored.load(tmp_path / "ckpt")
     assert restored.has_critic()
     with torch.no_grad():
@@ -86,6 +91,6 @@ def test_checkpoint_keeps_the_critic_and_its_optimizer(backend, tmp_path):
 
 def test_checkpoint_without_a_critic_restores_none(backend, tmp_path):
     backend.save(tmp_path / "ckpt")
-    restored = LocalBackend(backend.config)
+    restored = local_backend(backend.config)
     restored.load(tmp_path / "ckpt")
     assert not restored.has_critic()

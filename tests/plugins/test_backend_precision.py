@@ -35,6 +35,11 @@ TINY_RUN_HASH = "1d28e8b34c62cc93"  # the tiny config at 2 steps
 TINY_WARMSTART_KEY = "345acee6892567b1"
 
 
+def local_backend(config) -> LocalBackend:
+    """The local backend as the run builds it: ``cls(config, options)``."""
+    return LocalBackend(config, LocalBackend.Options(**config.model.options))
+
+
 def tiny(tiny_config, **model) -> dict:
     data = tiny_config()
     data["model"].update(model)
@@ -88,7 +93,7 @@ def backends(tiny_config, tmp_path_factory):
     cache = tmp_path_factory.mktemp("precision-cache")
     prepared = {}
     for dtype in ("float32", "bfloat16"):
-        backend = LocalBackend(build_config(tiny(tiny_config, dtype=dtype)))
+        backend = local_backend(build_config(tiny(tiny_config, dtype=dtype)))
         facts = backend.prepare(FrozenLake, cache, progress=False)
         prepared[dtype] = backend, facts
     return prepared

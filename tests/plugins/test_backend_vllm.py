@@ -190,7 +190,7 @@ def test_agreement_averages_over_tokens_and_compares_each_pair_once():
 
 def test_requests_get_seeds_from_the_run_so_samples_repeat(fake_vllm, tiny_config):
     config = build_config(engine_config(tiny_config))
-    backend = VLLMBackend(config)
+    backend = VLLMBackend(config, VLLMBackend.Options(**config.model.options))
     cache = Path(os.environ["MIRAGE_CACHE"])
     backend.prepare(build_plugins().registries.envs.get("frozenlake"), cache, progress=False)
     assert backend.engine_dir.parent == cache / "vllm"

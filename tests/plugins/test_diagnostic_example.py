@@ -13,6 +13,7 @@ from mirage.core.batch import Batch, Group, Trajectory, Turn
 from mirage.core.components import Diagnostic
 from mirage.core.config import RunConfig
 from mirage.core.loop import execute
+from mirage.core.options import NoOptions, options_class
 from mirage.core.plugins import build_plugins
 from mirage.core.presets import TINY
 from mirage.core.store import RunStore
@@ -37,7 +38,8 @@ def batch_of(*reasonings: list[str]) -> Batch:
 
 
 def diagnostic():
-    return doc_example().ReasoningLength(RunConfig())
+    cls = doc_example().ReasoningLength
+    return cls(RunConfig(), options_class(cls)())  # as the run builds it
 
 
 def test_measure_counts_words_over_every_turn():
@@ -51,7 +53,7 @@ def test_it_is_due_every_step_where_the_default_is_not():
     assert RunConfig().diagnostics.every == 5
     assert all(example.due(step) for step in range(1, 8))
     default = type("Default", (Diagnostic,), {"measure": lambda self, run, batch: {}})
-    assert [step for step in range(1, 8) if default(RunConfig()).due(step)] == [1, 5]
+    assert [step for step in range(1, 8) if default(RunConfig(), NoOptions()).due(step)] == [1, 5]
 
 
 def test_review_counts_all_empty_steps_and_says_so_at_three():

@@ -11,6 +11,7 @@ import torch
 from mirage.core.batch import Batch, Group, Selection, Trajectory, Turn
 from mirage.core.config import FilterConfig, RunConfig
 from mirage.core.loop import execute
+from mirage.core.options import NoOptions, options_class
 from mirage.core.returns import returns_equal
 from mirage.core.store import RunStore
 from mirage.core.validate import build_config
@@ -112,12 +113,17 @@ def test_dust_group_has_exactly_zero_variance_everywhere():
     assert selection_metrics(batch, [0.0, 1 / 3], [1])["filter/zero_variance_groups"] == 1.0
 
 
+def top_p(**settings) -> TopPFilter:
+    """The top-p filter as the run builds it, ``settings`` being the ``filter`` section's."""
+    return TopPFilter(RunConfig(filter=FilterConfig(**settings)), options_class(TopPFilter)())
+
+
 def test_top_p_excludes_a_dust_group_without_include_zero():
     only_dust = Batch(step=1, groups=[dust_group(0), dust_group(1)])
-    assert TopPFilter(FilterConfig(rho=1.0)).select(only_dust).kept_groups == []
+    assert top_p(rho=1.0).select(only_dust).kept_groups == []
     mixed = Batch(step=1, groups=[dust_group(0), group(1, [1.0, 0.0, 1.0, 0.0])])
-    assert TopPFilter(FilterConfig(rho=1.0)).select(mixed).kept_groups == [1]
-    assert TopPFilter(FilterConfig(rho=1.0, include_zero=True)).select(only_dust).kept_groups == [0, 1]
+    assert top_p(rho=1.0).select(mixed).kept_groups == [1]
+    assert top_p(rho=1.0, include_zero=True).select(only_dust).kept_groups == [0, 1]
 
 
 def test_a_dust_group_is_no_signal_for_dynamic_sampling():
@@ -164,7 +170,7 @@ def test_update_logs_the_artifact_whichever_option_is_active(statistics):
             "algorithm": {"name": "grpo", "group_statistics": statistics},
             "rollout": {"prompts": 2, "group_size": 2, "max_new_tokens": 4},
         })
-        metrics[name] = GRPO(config).update(fake_run(backend), batch)
+        metrics[name] = GRPO(config, NoOptions()).update(fake_run(backend), batch)
     assert metrics["mixed"]["update/verl_zero_variance_advantage_mass"] > 0.3
     assert metrics["signal"]["update/verl_zero_variance_advantage_mass"] == 0.0
 
@@ -186,7 +192,7 @@ def test_exact_update_trains_a_zero_variance_group_with_no_task_gradient():
         set_old_logprobs_for(batch, backend)
         config = build_config({"algorithm": {
             "name": "grpo", "group_statistics": statistics, "entropy_coef": 0.0}})
-        GRPO(config).update(fake_run(backend), batch)
+        GRPO(config, NoOptions()).update(fake_run(backend), batch)
         grads[statistics] = backend.policy_grads[0]
     assert grads["exact"].abs().max().item() == 0.0
     assert grads["verl"].abs().max().item() > 0.0
@@ -222,7 +228,7 @@ def test_mini_batches_give_filtered_and_unfiltered_updates_equal_steps(cls, algo
                               "dynamic_sampling": False},
                 "rollout": {"prompts": 2, "group_size": 2, "max_new_tokens": 4},
             })
-            metrics = cls(config).update(fake_run(backend), batch)
+            metrics = cls(config, NoOptions()).update(fake_run(backend), batch)
             steps[count, len(kept)] = metrics["update/optimizer_steps"]
             assert len(backend.policy_grads) == metrics["update/optimizer_steps"]
     assert steps[None, 2] == 4.0 and steps[None, 1] == 2.0  # today's behaviour: confounded

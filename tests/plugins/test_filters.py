@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from mirage.core.batch import Batch, Group, Selection, Trajectory, Turn
 from mirage.core.config import FilterConfig, RunConfig
 from mirage.core.loop import loss_scale
+from mirage.core.options import NoOptions, options_class
 from mirage.core.plugins import build_plugins
 from mirage.core.validate import build_config
 from mirage.plugins.verl_algorithms.register import GRPO
@@ -186,12 +187,17 @@ def test_equal_returns_have_exactly_zero_variance(value, size):
     # group would count as having signal, and a batch of them would never be empty.
     assert group(0, [value] * size).reward_variance == 0.0
     batch = Batch(step=1, groups=[group(i, [value] * size) for i in range(3)])
-    assert TopPFilter(FilterConfig()).select(batch).kept_groups == []
+    assert built(TopPFilter).select(batch).kept_groups == []
 
 
 def test_reward_variance_of_one_sample_is_undefined():
     assert math.isnan(group(0, [1.0]).reward_variance)
     assert math.isnan(Group(prompt_index=0, seed=0).reward_mean)
+
+
+def built(cls: type, **settings):
+    """Filter ``cls`` as the run builds it, ``settings`` being the ``filter`` section's."""
+    return cls(RunConfig(filter=FilterConfig(**settings)), options_class(cls)())
 
 
 def hand_batch() -> Batch:
@@ -222,7 +228,7 @@ def test_group_scores_variance_and_std():
 )
 def test_top_p_filter_selects_on_a_hand_made_batch(rho, score, expected):
     batch = hand_batch()
-    selection = TopPFilter(FilterConfig(rho=rho, score=score)).select(batch)
+    selection = built(TopPFilter, rho=rho, score=score).select(batch)
     assert isinstance(selection, Selection)
     assert selection.kept_groups == expected
     assert selection.kept_samples == {}
@@ -237,7 +243,7 @@ def test_top_p_filter_selects_on_a_hand_made_batch(rho, score, expected):
 
 
 def test_top_p_filter_metrics_hand_checked():
-    selection = TopPFilter(FilterConfig(rho=0.5)).select(hand_batch())
+    selection = built(TopPFilter, rho=0.5).select(hand_batch())
     metrics = selection.metrics
     # kept 1/3 of a total 7/12
     assert metrics["filter/kept_score_mass"] == pytest.approx(4 / 7)
@@ -247,12 +253,12 @@ def test_top_p_filter_metrics_hand_checked():
 
 def test_top_p_filter_on_an_all_zero_batch():
     batch = Batch(step=1, groups=[group(i, [1, 1, 1]) for i in range(3)])
-    kept = TopPFilter(FilterConfig(rho=0.9)).select(batch)
+    kept = built(TopPFilter, rho=0.9).select(batch)
     assert kept.kept_groups == []
     assert kept.metrics["filter/kept_ratio"] == 0.0
     assert kept.metrics["filter/kept_score_mass"] == 0.0
     assert kept.metrics["filter/zero_variance_groups"] == 3.0
-    everything = TopPFilter(FilterConfig(rho=0.9, include_zero=True)).select(batch)
+    everything = built(TopPFilter, rho=0.9, include_zero=True).select(batch)
     assert everything.kept_groups == [0, 1, 2]
     batch.apply(kept)
     assert batch.kept_groups() == [] and batch.kept_ratio == 0.0
@@ -260,7 +266,7 @@ def test_top_p_filter_on_an_all_zero_batch():
 
 def test_no_filter_keeps_everything():
     batch = hand_batch()
-    selection = NoFilter(FilterConfig(name="none")).select(batch)
+    selection = built(NoFilter, name="none").select(batch)
     assert selection.kept_groups == [0, 1, 2, 3]
     assert selection.metrics["filter/kept_ratio"] == 1.0
     assert selection.metrics["filter/kept_score_mass"] == pytest.approx(1.0)
@@ -359,11 +365,11 @@ def test_softmax_of_small_variances_keeps_about_a_rho_share():
 def test_top_p_filter_softmax_mode_on_a_hand_made_batch():
     # variances 1/3, 0, 1/4, 0: candidates 0 and 2; softmax weights e^(1/3), e^(1/4)
     p0 = math.exp(1 / 3) / (math.exp(1 / 3) + math.exp(1 / 4))  # 0.5208
-    assert TopPFilter(FilterConfig(mode="softmax", rho=0.52)).select(hand_batch()).kept_groups == [0]
+    assert built(TopPFilter, mode="softmax", rho=0.52).select(hand_batch()).kept_groups == [0]
     assert p0 < 0.53
-    assert TopPFilter(FilterConfig(mode="softmax", rho=0.53)).select(hand_batch()).kept_groups == [0, 2]
-    smallest = FilterConfig(mode="softmax", rho=0.4, keep="smallest")
-    assert TopPFilter(smallest).select(hand_batch()).kept_groups == [2]
+    assert built(TopPFilter, mode="softmax", rho=0.53).select(hand_batch()).kept_groups == [0, 2]
+    smallest = built(TopPFilter, mode="softmax", rho=0.4, keep="smallest")
+    assert smallest.select(hand_batch()).kept_groups == [2]
 
 
 # --------------------------------------------------------------------------- top-k
@@ -413,20 +419,19 @@ def test_top_k_keeps_only_eligible_items():
     ],
 )
 def test_top_k_filter_on_a_hand_made_batch(rho, keep, include_zero, expected):
-    config = FilterConfig(name="top_k", rho=rho, keep=keep, include_zero=include_zero)
-    selection = TopKFilter(config).select(hand_batch())
+    selection = built(TopKFilter, name="top_k", rho=rho, keep=keep, include_zero=include_zero).select(hand_batch())
     assert selection.kept_groups == expected
     assert selection.metrics["filter/kept_trajectories"] == 4.0 * len(expected)
 
 
 def test_top_k_filter_on_an_all_zero_batch_and_a_single_prompt():
     zeros = Batch(step=1, groups=[group(i, [1, 1, 1]) for i in range(3)])
-    assert TopKFilter(FilterConfig(rho=0.5)).select(zeros).kept_groups == []
-    assert TopKFilter(FilterConfig(rho=0.5, include_zero=True)).select(zeros).kept_groups == [0]
+    assert built(TopKFilter, rho=0.5).select(zeros).kept_groups == []
+    assert built(TopKFilter, rho=0.5, include_zero=True).select(zeros).kept_groups == [0]
     single = Batch(step=1, groups=[group(0, [1, 0])])
     for rho in (0.01, 1.0):
-        assert TopKFilter(FilterConfig(rho=rho)).select(single).kept_groups == [0]
-        assert TopPFilter(FilterConfig(rho=rho)).select(single).kept_groups == [0]
+        assert built(TopKFilter, rho=rho).select(single).kept_groups == [0]
+        assert built(TopPFilter, rho=rho).select(single).kept_groups == [0]
 
 
 # --------------------------------------------------------------------------- trajectory level
@@ -489,7 +494,7 @@ def test_trajectory_filter_keeps_every_prompt_and_the_documented_trajectories():
         group(1, [1, 0, 0, 0]),  # -> 0, 1
         group(2, [0.5, 0.5, 0.5, 0.5]),  # no variance: all four
     ])
-    selection = TrajectoryFilter(FilterConfig(name="trajectory", rho=0.5)).select(batch)
+    selection = built(TrajectoryFilter, name="trajectory", rho=0.5).select(batch)
     assert selection.kept_groups == [0, 1, 2]
     assert selection.kept_samples == {0: [0, 1, 2], 1: [0, 1], 2: [0, 1, 2, 3]}
     metrics = selection.metrics
@@ -506,7 +511,7 @@ def grpo_advantages(batch: Batch, monkeypatch, config: RunConfig | None = None) 
     """Run GRPO.update on ``batch`` with the optimizer step stubbed out; return
     {(prompt, sample): advantage} of the trained rows."""
     seen: dict[tuple[int, int], float] = {}
-    algo = GRPO(config or build_config({}))
+    algo = GRPO(config or build_config({}), NoOptions())
     rows_of = {id(t.turns[0]): (t.prompt_index, t.sample_index) for t in batch.trajectories}
 
     def record(run, rows):
@@ -521,7 +526,7 @@ def grpo_advantages(batch: Batch, monkeypatch, config: RunConfig | None = None) 
 
 def test_grpo_normalises_over_the_kept_trajectories_only(monkeypatch):
     batch = Batch(step=1, groups=[group(0, [1, 1, 0, 0])])
-    batch.apply(TrajectoryFilter(FilterConfig(rho=0.5)).select(batch))
+    batch.apply(built(TrajectoryFilter, rho=0.5).select(batch))
     advantages = grpo_advantages(batch, monkeypatch)
     # kept returns 1, 1, 0: mean 2/3, unbiased std sqrt(1/3)
     std = math.sqrt(1 / 3)
@@ -580,7 +585,7 @@ def test_mean_response_tokens_counts_all_turns_of_a_trajectory():
     ],
 )
 def test_entropy_filter_ranks_by_mean_entropy(rho, keep, expected):
-    selection = EntropyFilter(FilterConfig(name="entropy", rho=rho, keep=keep)).select(entropy_batch())
+    selection = built(EntropyFilter, name="entropy", rho=rho, keep=keep).select(entropy_batch())
     assert selection.kept_groups == expected
 
 
@@ -594,7 +599,7 @@ def test_entropy_filter_ranks_by_mean_entropy(rho, keep, expected):
     ],
 )
 def test_length_filter_ranks_by_mean_response_length(rho, keep, expected):
-    selection = LengthFilter(FilterConfig(name="length", rho=rho, keep=keep)).select(entropy_batch())
+    selection = built(LengthFilter, name="length", rho=rho, keep=keep).select(entropy_batch())
     assert selection.kept_groups == expected
 
 
@@ -603,15 +608,15 @@ def test_entropy_and_length_skip_zero_variance_groups_unless_include_zero():
     for traj in batch.groups[2].trajectories:  # group 2 (highest entropy) loses its variance
         for t in traj.turns:
             t.reward = 0.0
-    assert EntropyFilter(FilterConfig(rho=0.34)).select(batch).kept_groups == [0]
-    assert EntropyFilter(FilterConfig(rho=0.34, include_zero=True)).select(batch).kept_groups == [2]
-    assert LengthFilter(FilterConfig(rho=0.67)).select(batch).kept_groups == [0, 1]
+    assert built(EntropyFilter, rho=0.34).select(batch).kept_groups == [0]
+    assert built(EntropyFilter, rho=0.34, include_zero=True).select(batch).kept_groups == [2]
+    assert built(LengthFilter, rho=0.67).select(batch).kept_groups == [0, 1]
 
 
 def test_entropy_filter_needs_old_logprobs():
     batch = Batch(step=1, groups=[group(0, [1, 0])])  # turns without old log-probs
     with pytest.raises(ValueError, match="old log-probs"):
-        EntropyFilter(FilterConfig(name="entropy")).select(batch)
+        built(EntropyFilter, name="entropy").select(batch)
 
 
 # --------------------------------------------------------------------------- loss scaling

@@ -130,11 +130,11 @@ def test_mlflow_file_store_resume_continues_the_run(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     uri = (tmp_path / "mlruns").as_uri()
     options = MlflowLogger.Options(tracking_uri=uri, experiment="files")
-    first = MlflowLogger(options)
+    first = MlflowLogger(RunConfig(), options)
     first.open("r1", RunConfig(), tmp_path, 0)
     first.log(0, {"mi/first_turn/recall@2": 0.25, "train/success": 0.5})
     first.close("stopped")
-    again = MlflowLogger(options)
+    again = MlflowLogger(RunConfig(), options)
     again.open("r1", RunConfig(), tmp_path, 1)
     again.log(1, {"train/success": 0.75})
     again.close("finished")
@@ -159,9 +159,6 @@ class Recording(Logger):
     Options = NoOptions
     calls: list[tuple] = []
 
-    def __init__(self, options: NoOptions) -> None:
-        pass
-
     def open(self, run_id, config, store_dir, first_step):
         Recording.calls.append(("open", run_id, store_dir, first_step))
 
@@ -176,9 +173,6 @@ class Failing(Logger):
     """A logger component whose tracker goes away at step 2."""
 
     Options = NoOptions
-
-    def __init__(self, options: NoOptions) -> None:
-        pass
 
     def open(self, run_id, config, store_dir, first_step):
         pass

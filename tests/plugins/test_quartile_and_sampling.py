@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from mirage.core.batch import Batch, Group, Trajectory, Turn
-from mirage.core.config import FilterConfig
+from mirage.core.config import FilterConfig, RunConfig
 from mirage.core.validate import build_config
+from mirage.plugins.backend_local.backend import LocalBackend
 from mirage.plugins.filters import QuartileFilter, quartile_indices
 
 
@@ -32,7 +33,8 @@ RETURNS = [[1, 1, 1, 1], [1, 0, 1, 0], [0, 0, 0, 0], [1, 0, 0, 0],
 ])
 def test_quartile_filter_keeps_one_quarter_of_the_ranking(quartile, expected):
     batch = Batch(step=1, groups=[group(i, r) for i, r in enumerate(RETURNS)])
-    selection = QuartileFilter(FilterConfig(name="quartile", options={"quartile": quartile})).select(batch)
+    config = RunConfig(filter=FilterConfig(name="quartile", options={"quartile": quartile}))
+    selection = QuartileFilter(config, QuartileFilter.Options(quartile=quartile)).select(batch)
     assert selection.kept_groups == expected
     assert selection.metrics["filter/kept_ratio"] == pytest.approx(0.25)
 
@@ -54,10 +56,14 @@ def test_quartile_must_be_one_to_four(tiny_config):
         validate_config(config, build_plugins())
 
 
+def local_backend(config) -> LocalBackend:
+    """The local backend as the run builds it: ``cls(config, options)``."""
+    return LocalBackend(config, LocalBackend.Options(**config.model.options))
+
+
 @pytest.mark.parametrize("decoder", ["generate", "lean"])
 def test_rollout_sampling_options_reach_generate(monkeypatch, tiny_config, decoder):
     from mirage.plugins.backend_local import decode
-    from mirage.plugins.backend_local.backend import LocalBackend
     from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
     from mirage.plugins.backend_local.model import build_tiny_model
 
@@ -65,7 +71,7 @@ def test_rollout_sampling_options_reach_generate(monkeypatch, tiny_config, decod
     data["rollout"] |= {"top_p": 0.9, "min_p": 0.2}
     data["model"]["options"] |= {"decoder": decoder}
     config = build_config(data)
-    backend = LocalBackend(config)
+    backend = local_backend(config)
     backend.tokenizer = build_word_tokenizer(["a b c", "c b a"])
     tok = backend.tokenizer
     backend.model = build_tiny_model(backend.options, len(tok), tok.pad_token_id, tok.eos_token_id,
@@ -94,12 +100,11 @@ def test_rollout_sampling_options_reach_generate(monkeypatch, tiny_config, decod
 
 def test_min_p_truncates_the_sampled_tokens(tiny_config):
     """min-p 0.99 leaves only the most probable token: sampling equals greedy."""
-    from mirage.plugins.backend_local.backend import LocalBackend
     from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
     from mirage.plugins.backend_local.model import build_tiny_model
 
     config = build_config(tiny_config())
-    backend = LocalBackend(config)
+    backend = local_backend(config)
     backend.tokenizer = build_word_tokenizer(["a b c d e f g", "g f e d c b a"])
     tok = backend.tokenizer
     torch.manual_seed(0)

@@ -29,9 +29,8 @@ class LocalBackend(Backend):
     supports_critic = True
     Options = LocalOptions
 
-    def __init__(self, config: RunConfig):
-        super().__init__(config)
-        self.options = self.Options(**config.model.options)
+    def __init__(self, config: RunConfig, options: LocalOptions):
+        super().__init__(config, options)
         hf_logging.disable_progress_bar()  # our own bar shows progress; theirs is per file
         self.device = precision.resolve_device(config.model.device)
         self.model = None

@@ -14,6 +14,7 @@ import torch
 
 from mirage.core.batch import make_batch
 from mirage.core.loop import validate_policy
+from mirage.core.options import NoOptions
 from mirage.core.session import RunSession
 from mirage.plugins.diagnostics.mi import MutualInformation
 
@@ -26,7 +27,7 @@ def first_turn_retrieval(run: RunSession, batches: int) -> tuple[float, float]:
     cfg = run.config
     mi = MutualInformation(cfg.model_copy(update={
         "diagnostics": cfg.diagnostics.model_copy(update={"scopes": ["first_turn"]})
-    }))
+    }), NoOptions())
     prompts = cfg.rollout.prompts
     accuracy, entropy = [], []
     for index in range(batches):

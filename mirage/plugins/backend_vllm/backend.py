@@ -39,8 +39,8 @@ class VLLMBackend(LocalBackend):
 
     Options = VLLMOptions
 
-    def __init__(self, config: RunConfig):
-        super().__init__(config)
+    def __init__(self, config: RunConfig, options: VLLMOptions):
+        super().__init__(config, options)
         self.engine = None
         self.engine_dir: Path | None = None
         self.weights_version = 0  # bumped by every change to the trainer's weights

@@ -13,6 +13,8 @@ progress line (and, with ``alarm.stop``, the loop stops the run).
 
 from __future__ import annotations
 
+from pydantic import BaseModel
+
 from mirage.core.batch import Batch
 from mirage.core.components import Diagnostic
 from mirage.core.config import CollapseAlarmConfig, RunConfig
@@ -40,8 +42,8 @@ def check_collapse(state: dict, accuracy: float, chance: float, entropy: float,
 class CollapseAlarm(Diagnostic):
     """Measures nothing itself; reviews each step's merged metrics (``review``)."""
 
-    def __init__(self, config: RunConfig):
-        super().__init__(config)
+    def __init__(self, config: RunConfig, options: BaseModel):
+        super().__init__(config, options)
         self.rule = config.diagnostics.alarm
 
     def measure(self, run, batch: Batch) -> dict[str, float]:

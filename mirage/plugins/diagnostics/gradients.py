@@ -22,7 +22,6 @@ import torch
 
 from mirage.core.batch import Batch
 from mirage.core.components import Diagnostic
-from mirage.core.config import RunConfig
 
 BUCKETS = 6
 TERMS = ("task", "entropy", "kl")
@@ -53,9 +52,6 @@ class GradientDecomposition(Diagnostic):
     grad/* metrics."""
 
     REQUIRES = ("advantage_rows", "mini_batch_rows", "loss_recipe")
-
-    def __init__(self, config: RunConfig):
-        self.config = config
 
     def due(self, step: int) -> bool:
         return step % self.config.diagnostics.gradient_every == 0

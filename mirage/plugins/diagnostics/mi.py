@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import torch
+from pydantic import BaseModel
 
 from mirage.core.batch import Batch, Turn
 from mirage.core.components import Diagnostic
@@ -109,8 +110,8 @@ def policy_entropy(scored: ScoredTurns) -> float:
 class MutualInformation(Diagnostic):
     """The MI proxies of the batch's own rollouts, in every configured scope."""
 
-    def __init__(self, config: RunConfig):
-        self.config = config
+    def __init__(self, config: RunConfig, options: BaseModel):
+        super().__init__(config, options)
         self.settings = config.diagnostics
 
     def scope_turns(self, scope: str, batch: Batch) -> list[Turn]:

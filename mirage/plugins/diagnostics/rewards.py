@@ -11,7 +11,6 @@ import math
 
 from mirage.core.batch import Batch, Group
 from mirage.core.components import Diagnostic
-from mirage.core.config import RunConfig
 
 
 def difficulty(group: Group) -> str:
@@ -45,9 +44,6 @@ def reward_structure(batch: Batch) -> dict[str, float]:
 
 class RewardStructure(Diagnostic):
     """Reward structure of every step's batch (not only on diagnostic steps)."""
-
-    def __init__(self, config: RunConfig):
-        self.config = config
 
     def due(self, step: int) -> bool:
         return True

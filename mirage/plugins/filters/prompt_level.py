@@ -1,8 +1,8 @@
 """Prompt-level filters: each keeps or drops whole groups (all G trajectories of a prompt).
 
-``top_p`` and ``top_k`` rank by the reward score (``FilterConfig.score``: RV or std);
+``top_p`` and ``top_k`` rank by the reward score (``filter.score``: RV or std);
 ``entropy`` and ``length`` rank by mean policy entropy or mean response length and keep a
-``rho`` fraction like ``top_k``. ``FilterConfig.keep`` flips every ranking, and with
+``rho`` fraction like ``top_k``. ``filter.keep`` flips every ranking, and with
 ``include_zero`` False no ranking filter keeps a zero-variance group.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from mirage.core.batch import Batch, Selection
 from mirage.core.components import Filter
-from mirage.core.config import FilterConfig
 from mirage.plugins.filters.metrics import selection_metrics
 from mirage.plugins.filters.rules import softmax_top_p_indices, top_k_indices, top_p_indices
 from mirage.plugins.filters.scores import (
@@ -23,12 +22,9 @@ class NoFilter(Filter):
 
     requires_variance = False
 
-    def __init__(self, config: FilterConfig):
-        self.config = config
-
     def select(self, batch: Batch) -> Selection:
         kept = list(range(len(batch.groups)))
-        return Selection(kept, metrics=selection_metrics(batch, group_scores(batch, self.config.score), kept))
+        return Selection(kept, metrics=selection_metrics(batch, group_scores(batch, self.config.filter.score), kept))
 
 
 class RankingFilter(Filter):
@@ -37,18 +33,16 @@ class RankingFilter(Filter):
 
     requires_variance = True
 
-    def __init__(self, config: FilterConfig):
-        self.config = config
-
     def ranked_by(self, batch: Batch) -> list[float]:
-        return group_scores(batch, self.config.score)
+        return group_scores(batch, self.config.filter.score)
 
     def choose(self, scores: list[float], eligible: list[bool]) -> list[int]:
         raise NotImplementedError
 
     def select(self, batch: Batch) -> Selection:
-        kept = self.choose(self.ranked_by(batch), eligible_groups(batch, self.config.include_zero))
-        return Selection(kept, metrics=selection_metrics(batch, group_scores(batch, self.config.score), kept))
+        settings = self.config.filter
+        kept = self.choose(self.ranked_by(batch), eligible_groups(batch, settings.include_zero))
+        return Selection(kept, metrics=selection_metrics(batch, group_scores(batch, settings.score), kept))
 
 
 class TopPFilter(RankingFilter):
@@ -58,15 +52,16 @@ class TopPFilter(RankingFilter):
     def choose(self, scores: list[float], eligible: list[bool]) -> list[int]:
         # A group scores 0 exactly when it has no variance, so ``include_zero`` already
         # says which groups are eligible.
-        rule = top_p_indices if self.config.mode == "linear" else softmax_top_p_indices
-        return rule(scores, self.config.rho, self.config.include_zero, self.config.keep)
+        settings = self.config.filter
+        rule = top_p_indices if settings.mode == "linear" else softmax_top_p_indices
+        return rule(scores, settings.rho, settings.include_zero, settings.keep)
 
 
 class TopKFilter(RankingFilter):
     """Keeps ``max(1, int(rho * P))`` groups, best-ranked first."""
 
     def choose(self, scores: list[float], eligible: list[bool]) -> list[int]:
-        return top_k_indices(scores, self.config.rho, self.config.keep, eligible)
+        return top_k_indices(scores, self.config.filter.rho, self.config.filter.keep, eligible)
 
 
 class EntropyFilter(TopKFilter):

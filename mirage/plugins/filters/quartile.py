@@ -11,7 +11,6 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from mirage.core.batch import Batch, Selection
-from mirage.core.config import FilterConfig
 from mirage.plugins.filters.metrics import selection_metrics
 from mirage.plugins.filters.rules import ranking
 from mirage.plugins.filters.scores import group_scores
@@ -40,11 +39,7 @@ class QuartileFilter(RankingFilter):
 
     Options = QuartileOptions
 
-    def __init__(self, config: FilterConfig):
-        super().__init__(config)
-        self.options = self.Options(**config.options)
-
     def select(self, batch: Batch) -> Selection:
-        scores = group_scores(batch, self.config.score)
-        kept = quartile_indices(scores, self.options.quartile, self.config.keep)
+        scores = group_scores(batch, self.config.filter.score)
+        kept = quartile_indices(scores, self.options.quartile, self.config.filter.keep)
         return Selection(kept, metrics=selection_metrics(batch, scores, kept))

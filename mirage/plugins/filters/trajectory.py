@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from mirage.core.batch import Batch, Selection
 from mirage.core.components import Filter
-from mirage.core.config import FilterConfig
 from mirage.plugins.filters.metrics import selection_metrics
 from mirage.plugins.filters.rules import trajectory_indices
 from mirage.plugins.filters.scores import group_scores
@@ -18,14 +17,12 @@ class TrajectoryFilter(Filter):
 
     requires_variance = True
 
-    def __init__(self, config: FilterConfig):
-        self.config = config
-
     def select(self, batch: Batch) -> Selection:
+        settings = self.config.filter
         kept = list(range(len(batch.groups)))
-        samples = {i: trajectory_indices(g.returns, self.config.rho, self.config.keep)
+        samples = {i: trajectory_indices(g.returns, settings.rho, settings.keep)
                    for i, g in enumerate(batch.groups)}
-        metrics = selection_metrics(batch, group_scores(batch, self.config.score), kept, samples)
+        metrics = selection_metrics(batch, group_scores(batch, settings.score), kept, samples)
         # The mass this filter selects by: squared deviations from each group's mean.
         # A zero-variance group (returns equal within tolerance) has no mass, not dust.
         squared = [[0.0 if g.reward_variance == 0 else (r - g.reward_mean) ** 2 for r in g.returns]

@@ -48,8 +48,8 @@ class MlflowLogger(Logger):
         )
         experiment: str = "mirage"
 
-    def __init__(self, options: Options) -> None:
-        self.options = options
+    def __init__(self, config: RunConfig, options: Options) -> None:
+        super().__init__(config, options)
         self._client: Any = None
         self._run_id = ""
 

@@ -26,8 +26,8 @@ class TensorBoardLogger(Logger):
             "point `tensorboard --logdir` at it"
         )
 
-    def __init__(self, options: Options) -> None:
-        self.options = options
+    def __init__(self, config: RunConfig, options: Options) -> None:
+        super().__init__(config, options)
         self._writer: Any = None
 
     @classmethod

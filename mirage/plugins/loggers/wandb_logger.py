@@ -29,8 +29,8 @@ class WandbLogger(Logger):
         )
         tags: list[str] = Field(default_factory=list)
 
-    def __init__(self, options: Options) -> None:
-        self.options = options
+    def __init__(self, config: RunConfig, options: Options) -> None:
+        super().__init__(config, options)
         self._run: Any = None
 
     @classmethod

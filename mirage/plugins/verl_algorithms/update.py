@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
+from pydantic import BaseModel
 
 from mirage.core.batch import Batch, Group, Trajectory
 from mirage.core.components import Algorithm
@@ -51,8 +52,8 @@ class PolicyGradient(Algorithm):
     is an algorithm by its ``preset``; one without a preset needs
     ``algorithm.adv_estimator`` set."""
 
-    def __init__(self, config: RunConfig):
-        self.config = config
+    def __init__(self, config: RunConfig, options: BaseModel):
+        super().__init__(config, options)
         self.settings = config.algorithm
         self._estimator: Any = None
 
