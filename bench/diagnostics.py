@@ -8,7 +8,7 @@ shared prompt cache, through the old copied cache, and with every pair scored in
 (and the largest difference from full); each diagnostic's ``measure`` (``mi``
 with all scopes, ``reward``, ``grad``); and ``--iterations`` plain iterations (rollout,
 score, filter, update; no diagnostics). The share of an iteration is the amortised cost,
-mi / diagnostics.every + grad / diagnostics.gradient_every + reward, over the iteration
+mi / diagnostics.every + grad / diagnostics.options.grad.every + reward, over the iteration
 plus it. Medians of ``--repeats`` timings after a warm-up call. Numbers, not pass/fail.
 
     .venv/bin/python bench/diagnostics.py [--tiny] [--env frozenlake] [--repeats 3] [--prompts 16 --group 16]
@@ -75,7 +75,8 @@ def main() -> None:
     score_batch(session, batch)
 
     scopes = {"first_turn": first_turns(batch),
-              "trajectory": sampled_turns(batch, config.diagnostics.trajectory_samples, config.seed)}
+              "trajectory": sampled_turns(batch, session.diagnostics["mi"].options.trajectory_samples,
+                                          config.seed)}
     scoring = {}
     for scope, turns in scopes.items():
         columns, _ = assign_columns([t.context_ids for t in turns])
@@ -106,7 +107,9 @@ def main() -> None:
     iteration_s = statistics.median(iteration)
 
     settings = config.diagnostics
-    cadence = {"mi": settings.every, "grad": settings.gradient_every, "reward": 1}
+    cadence = {"mi": settings.every, "reward": 1}
+    if "grad" in session.diagnostics:
+        cadence["grad"] = session.diagnostics["grad"].options.every
     amortised = sum(costs[n] / cadence[n] for n in costs if n in cadence)
     print(f"\ndiagnostics cost on {config.env.name}: P x G = {config.rollout.prompts} x "
           f"{config.rollout.group_size}, {'tiny' if args.tiny else 'default'} model, "

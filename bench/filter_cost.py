@@ -38,7 +38,8 @@ def config_data(args: argparse.Namespace, filter_options: dict) -> dict:
         "env": {"name": args.env},
         "steps": args.steps,
         "seed": args.seed,
-        "filter": filter_options | {"max_empty_steps": args.steps + 1},
+        "filter": filter_options,
+        "max_empty_steps": args.steps + 1,
         "validation": {"episodes": 1, "every": args.steps},
         "diagnostics": {"names": []},
     }

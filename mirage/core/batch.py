@@ -134,7 +134,7 @@ class Batch:
     min_p: float = 0.0
     """Min-p sampling (``rollout.min_p``); 0: off."""
     loss_scale: float = 1.0
-    """Set by the loop after filtering (``filter.loss_scaling``, ``step_size_matching``);
+    """Set by the loop after filtering (``loss_scaling``, ``step_size_matching``);
     the algorithm multiplies its advantages by it."""
 
     @property

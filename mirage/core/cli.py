@@ -81,7 +81,8 @@ def run(
     filter: Optional[str] = typer.Option(None, "--filter", help=f"filter name [default: {_F.name}]"),
     rho: Optional[float] = typer.Option(None, help=f"filter keep mass/fraction in (0, 1] [default: {_F.rho}]"),
     filter_mode: Optional[str] = typer.Option(
-        None, help=f"top_p selection: linear (score mass) or softmax (nucleus) [default: {_F.mode}]"),
+        None, help="top_p selection (its option filter.options.mode): linear (score mass) or "
+        "softmax (nucleus); core plugins --options top_p shows the default"),
     filter_score: Optional[str] = typer.Option(
         None, help=f"reward score to rank by: variance (RV) or std [default: {_F.score}]"),
     keep: Optional[str] = typer.Option(
@@ -90,12 +91,12 @@ def run(
         None, "--include-zero/--exclude-zero",
         help=f"may ranking filters keep zero-variance groups [default: {'include' if _F.include_zero else 'exclude'}]"),
     loss_scaling: Optional[str] = typer.Option(
-        None, help=f"scale advantages by the kept share: none, linear or sqrt [default: {_F.loss_scaling}]"),
+        None, help=f"scale advantages by the kept share: none, linear or sqrt [default: {_D.loss_scaling}]"),
     step_size_matching: Optional[bool] = typer.Option(
         None, "--step-size-matching/--no-step-size-matching",
-        help=f"also scale advantages by rho [default: {'on' if _F.step_size_matching else 'off'}]"),
+        help=f"also scale advantages by rho [default: {'on' if _D.step_size_matching else 'off'}]"),
     max_empty_steps: Optional[int] = typer.Option(
-        None, help=f"stop the run after N steps in a row with nothing kept [default: {_F.max_empty_steps}]"),
+        None, help=f"stop the run after N steps in a row with nothing kept [default: {_D.max_empty_steps}]"),
     algo: Optional[str] = typer.Option(None, help=f"update algorithm [default: {_D.algorithm.name}]"),
     steps: Optional[int] = typer.Option(None, help=f"rollout-update iterations [default: {_D.steps}]"),
     seed: Optional[int] = typer.Option(None, help=f"run seed [default: {_D.seed}]"),
@@ -176,10 +177,10 @@ def run(
             run_commands.check_new_name(RunStore(target), name)
     data = _start_data(experiment, registry, config_file)
     _set_options(data, [
-        ("env.name", env), ("filter.name", filter), ("filter.rho", rho), ("filter.mode", filter_mode),
+        ("env.name", env), ("filter.name", filter), ("filter.rho", rho), ("filter.options.mode", filter_mode),
         ("filter.score", filter_score), ("filter.keep", keep), ("filter.include_zero", include_zero),
-        ("filter.loss_scaling", loss_scaling), ("filter.step_size_matching", step_size_matching),
-        ("filter.max_empty_steps", max_empty_steps), ("algorithm.name", algo),
+        ("loss_scaling", loss_scaling), ("step_size_matching", step_size_matching),
+        ("max_empty_steps", max_empty_steps), ("algorithm.name", algo),
         ("steps", steps), ("seed", seed), ("model.path", model), ("model.backend", backend),
         ("rollout.prompts", prompts), ("rollout.group_size", group_size), ("algorithm.lr", lr),
         ("algorithm.entropy_coef", entropy_coef),

@@ -97,6 +97,13 @@ class Diagnostic(Component, ABC):
     with its own ``__init__`` calls ``super().__init__(config, options)``: the default
     ``due`` reads ``self.config``."""
 
+    @classmethod
+    def config_problem(cls, config: "RunConfig") -> str | None:
+        """A one-line reason this diagnostic cannot run ``config`` (checked before any
+        work, after every diagnostic's options: the collapse alarm needs the MI proxies of
+        its scope), or None. Default: none."""
+        return None
+
     def due(self, step: int) -> bool:
         """Whether ``measure`` runs at ``step``. Default: step 1 and every
         ``diagnostics.every`` steps (step 0 asks as step 1)."""

@@ -90,22 +90,20 @@ class RolloutConfig(_Section):
 
 
 class FilterConfig(_Section):
-    """Which groups (or trajectories) the update sees, and how the loss is scaled after
-    filtering (PAPER.md sections 4 and 6; docs/filters.md). The defaults are the paper's
-    meaning; the reference code's choices are options."""
+    """Which groups (or trajectories) the update sees (PAPER.md sections 4 and 6;
+    docs/filters.md): the chosen filter, its own options, and the settings the filters
+    share. The defaults are the paper's meaning; the reference code's choices are options.
+    How the loss is scaled after filtering is the loop's (``RunConfig.loss_scaling``)."""
 
     name: str = "top_p"
     options: dict[str, Any] = Field(
         default_factory=dict, description="the chosen filter's own options, checked by its "
-        "Options (core plugins --options NAME), e.g. {quartile: 2} for the quartile filter"
+        "Options (core plugins --options NAME), e.g. {mode: softmax} for top_p, {quartile: 2} "
+        "for the quartile filter"
     )
     rho: float = Field(
         0.9, description="top_p: kept share of the score mass; top_k, entropy, length: kept "
         "fraction of the prompts; trajectory: kept share of each group's squared-deviation mass"
-    )
-    mode: Literal["linear", "softmax"] = Field(
-        "linear", description="top_p: accumulate sorted scores (linear) or nucleus selection "
-        "over softmax(scores) (softmax, the paper's main table)"
     )
     score: Literal["variance", "std"] = Field(
         "variance", description="reward variance RV (the paper) or reward std (the reference code)"
@@ -116,15 +114,6 @@ class FilterConfig(_Section):
     keep: Literal["largest", "smallest"] = Field(
         "largest", description="keep the highest-ranked (largest) or lowest-ranked (smallest) items"
     )
-    loss_scaling: Literal["none", "linear", "sqrt"] = Field(
-        "none", description="multiply advantages by the kept share of trajectories (linear) "
-        "or its square root (sqrt), as the reference code does"
-    )
-    step_size_matching: bool = Field(
-        False, description="also multiply advantages by rho (the paper's step-size matching)"
-    )
-    max_empty_steps: int = Field(5, ge=1, le=MAX_STEPS, description="stop the run after this many steps in a row with nothing kept")
-
     @field_validator("rho")
     @classmethod
     def _rho_in_range(cls, rho: float) -> float:
@@ -279,9 +268,13 @@ class CollapseAlarmConfig(_Section):
     """The collapse alarm's rule (docs/diagnostics.md): it fires on a check where the
     scope's retrieval accuracy has been within ``margin`` of chance for ``checks``
     consecutive checks while the scope's policy entropy stays at or above
-    ``entropy_ratio`` times its early level (the mean of the first ``baseline_checks``)."""
+    ``entropy_ratio`` times its early level (the mean of the first ``baseline_checks``).
+    It stays in the ``diagnostics`` section beside the collapse diagnostic's name: ``stop``
+    is one of the loop's stop rules."""
 
-    scope: MIScope = "first_turn"
+    scope: MIScope = Field(
+        "first_turn", description="the MI proxies' scope it reads: one of the mi diagnostic's "
+        "scopes (diagnostics.options.mi.scopes)")
     margin: float = Field(0.05, ge=0, description="at chance: retrieval accuracy <= chance + margin")
     checks: int = Field(3, ge=1, description="K: consecutive checks at chance before it fires")
     baseline_checks: int = Field(2, ge=1, description="checks whose mean entropy is the early level")
@@ -290,33 +283,19 @@ class CollapseAlarmConfig(_Section):
 
 
 class DiagnosticsConfig(_Section):
-    """Which diagnostics run and how often (docs/diagnostics.md). The MI proxies run at
-    step 0, step 1 and every ``every`` steps; reward structure every step; the gradient
-    decomposition every ``gradient_every`` steps."""
+    """Which diagnostics run, their own options, and how often (docs/diagnostics.md). The
+    MI proxies run at step 0, step 1 and every ``every`` steps; reward structure every
+    step; the gradient decomposition every ``options.grad.every`` steps. The MI proxies'
+    scopes and settings are the ``mi`` diagnostic's options (``core plugins --options mi``)."""
 
     names: list[str] = Field(default_factory=lambda: ["mi", "reward", "grad", "collapse"])
     options: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="per-diagnostic settings by name, checked by each "
         "diagnostic's Options (core plugins --options NAME), e.g. {mi: {scopes: [first_turn]}}"
     )
-    every: int = Field(5, ge=1)
-    scopes: list[MIScope] = Field(
-        default_factory=lambda: ["first_turn", "trajectory"], min_length=1,
-        description="MI proxy scopes: first turns, and a uniform sample of (trajectory, turn)",
-    )
-    trajectory_samples: int = Field(32, ge=2, description="turns sampled for the trajectory scope")
-    zscore_epsilon: float = Field(1e-3, gt=0, description="MI-ZScore: added to std(marginal)")
-    zscore_ema_alpha: float = Field(0.9, ge=0, lt=1, description="MI-ZScore-EMA: weight of the previous EMA")
-    gradient_every: int = Field(20, ge=1, description="gradient decomposition at steps divisible by this")
+    every: int = Field(5, ge=1, description="diagnostics without a cadence of their own "
+                       "(the MI proxies) run at step 0, step 1 and every this many steps")
     alarm: CollapseAlarmConfig = Field(default_factory=CollapseAlarmConfig)
-
-    @model_validator(mode="after")
-    def _alarm_has_its_inputs(self) -> "DiagnosticsConfig":
-        if "collapse" in self.names and "mi" not in self.names:
-            raise ValueError("the 'collapse' alarm reads the 'mi' diagnostic: add 'mi' to names")
-        if "collapse" in self.names and self.alarm.scope not in self.scopes:
-            raise ValueError(f"alarm.scope {self.alarm.scope!r} is not among scopes {self.scopes}")
-        return self
 
 
 class LoggersConfig(_Section):
@@ -358,6 +337,16 @@ class RunConfig(_Section):
         "fits a few minutes on a 2-core CPU; the studies in registry.yaml set their own)")
     seed: int = Field(0, ge=0, le=MAX_SEED)
     checkpoint_every: int = Field(5, ge=1)
+    # ---- the loop's, after filtering (docs/filters.md)
+    loss_scaling: Literal["none", "linear", "sqrt"] = Field(
+        "none", description="multiply advantages by the kept share of trajectories (linear) "
+        "or its square root (sqrt), as the reference code does"
+    )
+    step_size_matching: bool = Field(
+        False, description="also multiply advantages by filter.rho (the paper's step-size matching)"
+    )
+    max_empty_steps: int = Field(
+        5, ge=1, le=MAX_STEPS, description="stop the run after this many steps in a row with nothing kept")
     threads: int | Literal["auto"] = Field(
         "auto", description="torch CPU threads; auto: chosen from the machine when the run starts "
         "(MIRAGE_THREADS, CPU affinity, cgroup quota, physical cores, idle cores: mirage/core/threads.py)",

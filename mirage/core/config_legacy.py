@@ -1,13 +1,17 @@
-"""The one migration of run config data from the flat layout of runs stored before
-components owned their options (issue #21).
+"""The one migration of run config data from the layouts of runs stored before
+components owned their options (issues #21 and #34).
 
-Until then the run config held some components' own settings in its sections:
+Until #21 the run config held some components' own settings in its sections:
 ``filter.quartile`` (the quartile filter's), ``model.hidden``/``layers``/``heads``/
 ``warmstart_*``/``decoder`` (the local backend's) and ``model.vllm_gpu_memory`` (the vLLM
-backend's). They now live in the chosen component's options (``filter.options``,
-``model.options``). :func:`migrate` rewrites old data to the new layout before
+backend's); until #34, ``filter.mode`` (the top-p filter's), ``diagnostics.scopes``/
+``trajectory_samples``/``zscore_*`` (the ``mi`` diagnostic's), ``diagnostics.gradient_every``
+(the ``grad`` diagnostic's) and, in the filter section, the loop's ``loss_scaling``,
+``step_size_matching`` and ``max_empty_steps``. They now live in the chosen component's
+options (``filter.options``, ``model.options``, ``diagnostics.options[name]``) and, for
+the loop's, at the top level. :func:`migrate` rewrites old data to the new layout before
 validation; it is applied by ``RunConfig`` itself, so stored configs, registry files and
-config files of either layout load.
+config files of any layout load.
 
 Run hashes (:func:`mirage.core.config.config_hash`) name sweep cells and their folders, so
 they must not change with the layout: :func:`hash_view` turns data of either layout into
@@ -40,7 +44,8 @@ from mirage.core.nested import MISSING, lookup
 # old path -> (new path, default before the move). Stored configs list every field, so an
 # old setting at its default is dropped rather than moved: the option's default is the same,
 # and a component that does not declare the option (any filter but quartile) would refuse it.
-MOVED: dict[str, tuple[str, Any]] = {
+# The flat layout (#21): components' settings in their sections.
+FLAT_MOVED: dict[str, tuple[str, Any]] = {
     "filter.quartile": ("filter.options.quartile", 1),
     "model.hidden": ("model.options.hidden", 128),
     "model.layers": ("model.options.layers", 4),
@@ -53,6 +58,19 @@ MOVED: dict[str, tuple[str, Any]] = {
     "model.warmstart_env_options": ("model.options.warmstart_env_options", {}),
     "model.decoder": ("model.options.decoder", "lean"),
     "model.vllm_gpu_memory": ("model.options.gpu_memory", 0.5),
+}
+# #34: the top-p filter's and the diagnostics' own settings into their options, and the
+# loop's settings after filtering out of the filter section.
+MOVED: dict[str, tuple[str, Any]] = FLAT_MOVED | {
+    "filter.mode": ("filter.options.mode", "linear"),
+    "filter.loss_scaling": ("loss_scaling", "none"),
+    "filter.step_size_matching": ("step_size_matching", False),
+    "filter.max_empty_steps": ("max_empty_steps", 5),
+    "diagnostics.scopes": ("diagnostics.options.mi.scopes", ["first_turn", "trajectory"]),
+    "diagnostics.trajectory_samples": ("diagnostics.options.mi.trajectory_samples", 32),
+    "diagnostics.zscore_epsilon": ("diagnostics.options.mi.zscore_epsilon", 1e-3),
+    "diagnostics.zscore_ema_alpha": ("diagnostics.options.mi.zscore_ema_alpha", 0.9),
+    "diagnostics.gradient_every": ("diagnostics.options.grad.every", 20),
 }
 
 
@@ -106,8 +124,10 @@ def migrate(data: Any) -> Any:
 
 
 def old_layout(data: dict[str, Any]) -> bool:
-    """Whether config data is in the flat layout: it holds a setting at an old path."""
-    return any(lookup(data, old) is not MISSING for old in MOVED)
+    """Whether config data is in the flat layout of #21: it holds a setting at one of its
+    old paths. (Data that holds only #34's old paths was written in #21's layout, perhaps
+    after the warm-start seed's default changed: today's stored runs list ``filter.mode``.)"""
+    return any(lookup(data, old) is not MISSING for old in FLAT_MOVED)
 
 
 def uses_warmstart_seed(data: dict[str, Any]) -> bool:
@@ -162,7 +182,10 @@ def _pop(data: dict[str, Any], path: str) -> Any:
     parent = lookup(data, ".".join(parents)) if parents else data
     if not isinstance(parent, dict) or leaf not in parent:
         return MISSING
-    return parent.pop(leaf)
+    value = parent.pop(leaf)
+    if len(parents) > 2 and not parent:  # a component's options by name (diagnostics.options.mi)
+        lookup(data, ".".join(parents[:-1])).pop(parents[-1])  # left empty: as if none were given
+    return value
 
 
 def _put(data: dict[str, Any], path: str, value: Any) -> None:

@@ -21,7 +21,7 @@ import torch
 
 from mirage.core import threads
 from mirage.core.batch import Batch, Selection, make_batch
-from mirage.core.config import FilterConfig, RunConfig
+from mirage.core.config import RunConfig
 from mirage.core.heartbeat import Heartbeat, effective_status, liveness, this_process
 from mirage.core.plugin_errors import (
     EVENT_KIND, PluginError, Suspect, backend_suspect, blamed, component, component_source, hook_suspects,
@@ -137,8 +137,7 @@ def run_step(run: RunSession, step: int) -> tuple[dict[str, float], Batch]:
     selection = apply_filter(run, batch)
     timings["time/filter"] = time.perf_counter() - mark
     metrics |= selection.metrics | kept_metrics(batch)
-    batch.loss_scale = loss_scale(metrics["filter/kept_trajectories"] / len(batch.trajectories),
-                                  cfg.filter)
+    batch.loss_scale = loss_scale(metrics["filter/kept_trajectories"] / len(batch.trajectories), cfg)
     metrics["filter/loss_scale"] = batch.loss_scale
     mark = time.perf_counter()
     if metrics["filter/kept_trajectories"] > 0:  # else an empty step: nothing to train on
@@ -207,13 +206,14 @@ def kept_metrics(batch: Batch) -> dict[str, float]:
     }
 
 
-def loss_scale(kept_share: float, config: FilterConfig) -> float:
+def loss_scale(kept_share: float, config: RunConfig) -> float:
     """Advantage multiplier after filtering (PAPER.md section 6, reference code): the kept
     share of the P x G trajectories (the kept group ratio for prompt-level filters) for
-    ``linear``, its square root for ``sqrt``, 1 for ``none``; times rho with
-    ``step_size_matching`` (PAPER.md section 4: the loss is scaled by rho)."""
+    ``linear``, its square root for ``sqrt``, 1 for ``none`` (``config.loss_scaling``);
+    times ``filter.rho`` with ``step_size_matching`` (PAPER.md section 4: the loss is
+    scaled by rho)."""
     scale = {"none": 1.0, "linear": kept_share, "sqrt": math.sqrt(kept_share)}[config.loss_scaling]
-    return scale * (config.rho if config.step_size_matching else 1.0)
+    return scale * (config.filter.rho if config.step_size_matching else 1.0)
 
 
 def diagnose(run: RunSession, batch: Batch) -> dict[str, float]:
@@ -363,9 +363,9 @@ def _train(session: RunSession, store: RunStore, run_id: str, start: int, root: 
                 store.record_event(run_id, step, "stopped", message)
                 store.set_status(run_id, "stopped", message)
                 raise CollapseAlarmStop(f"run {run_id}: {message}")
-            if session.state.get("empty_streak", 0) >= config.filter.max_empty_steps:
+            if session.state.get("empty_streak", 0) >= config.max_empty_steps:
                 message = (f"filter {config.filter.name!r} kept no group for "
-                           f"{config.filter.max_empty_steps} steps in a row")
+                           f"{config.max_empty_steps} steps in a row")
                 store.record_event(run_id, step, "stopped", message)
                 store.set_status(run_id, "stopped", message)
                 raise EmptyStepsError(f"run {run_id}: {message}")

@@ -172,6 +172,9 @@ def validate_config(config: RunConfig, plugins: Plugins) -> Any:
         raise ConfigError(problem)
     for name in dict.fromkeys([*config.diagnostics.names, *config.diagnostics.options]):
         chosen_options(config, reg, "diagnostic", name)
+    for name in config.diagnostics.names:
+        if problem := reg.diagnostics.get(name).config_problem(config):
+            raise ConfigError(problem)
     for name in dict.fromkeys([*config.loggers.names, *config.loggers.options]):
         chosen_options(config, reg, "logger", name)
     for name in config.loggers.names:  # a missing library fails now, not mid-run

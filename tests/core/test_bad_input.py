@@ -53,7 +53,7 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
     "val every 0": (["run", "--val-every", "0"], ["validation.every"]),
     "steps negative": (["run", "--steps", "-3"], ["steps", "got -3"]),
     "steps 2**31": (["run", "--steps", str(2**31)], ["steps", "2147483647"]),
-    "max empty steps 0": (["run", "--max-empty-steps", "0"], ["filter.max_empty_steps"]),
+    "max empty steps 0": (["run", "--max-empty-steps", "0"], ["invalid max_empty_steps"]),
     "config max_new_tokens 10**6": (["run", "--config", "{tmp}/tokens.yaml"], ["rollout.max_new_tokens", "32768"]),
     # ---- paths: --config
     "config not UTF-8": (["run", "--config", "{tmp}/latin1.yaml"], ["--config", "not UTF-8"]),

@@ -1,6 +1,7 @@
 """Components own their options (issue #21): a class declares ``Options``, the run config
 holds the chosen component's settings in its section (``filter.options``,
-``model.options``, ``algorithm.options``), validation checks them against the class, and
+``model.options``, ``algorithm.options``; by name for the diagnostics a run lists,
+``diagnostics.options[name]``, since #34), validation checks them against the class, and
 ``core plugins --options NAME`` shows them. A throwaway third-party filter proves it works
 without any change to core."""
 
@@ -16,7 +17,8 @@ from mirage.core.batch import Selection
 from mirage.core.cli import app
 from mirage.core.components import Filter
 from mirage.core.store import RunStore
-from mirage.core.validate import ConfigError, build_config, validate_config
+from mirage.core.plugins import build_plugins
+from mirage.core.validate import ConfigError, build_component, build_config, validate_config
 
 
 class FirstGroupsFilter(Filter):
@@ -101,3 +103,64 @@ def test_core_plugins_options_lists_the_valid_names_for_an_unknown_one(first_gro
     assert line.startswith("error: --options: unknown component 'first_group'; valid: ")
     assert {"first_groups", "top_p", "frozenlake", "grpo", "local", "wandb"} <= set(
         line.split("valid: ")[1].split(", "))
+
+
+# --------------------------------------------------------------------------- diagnostics (#34)
+
+
+def test_a_diagnostic_takes_its_options_by_name(tiny_config):
+    """Diagnostics, like loggers, are a list the run names: each one's options are
+    ``diagnostics.options[name]``, built into the diagnostic as ``cls(config, options)``."""
+    plugins = build_plugins()
+    config = build_config(tiny_config() | {"diagnostics": {"names": ["mi", "grad"], "options": {
+        "mi": {"scopes": ["trajectory"], "trajectory_samples": 4}, "grad": {"every": 3}}}})
+    validate_config(config, plugins)
+    mi = build_component(config, plugins.registries, "diagnostic", "mi")
+    assert (mi.config, mi.options.scopes, mi.options.trajectory_samples) == (config, ["trajectory"], 4)
+    grad = build_component(config, plugins.registries, "diagnostic", "grad")
+    assert [step for step in range(1, 10) if grad.due(step)] == [3, 6, 9]
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"mi": {"scope": ["first_turn"]}},
+     r"^unknown option 'scope' for diagnostic 'mi' \(diagnostics\.options\.mi\.scope\); valid: scopes, "
+     r"trajectory_samples, zscore_epsilon, zscore_ema_alpha$"),
+    ({"mi": {"scopes": []}}, r"^invalid diagnostics\.options\.mi\.scopes: List should have at least 1 item"),
+    ({"mi": {"zscore_epsilon": float("inf")}}, r"^invalid diagnostics\.options\.mi\.zscore_epsilon: "),
+    ({"reward": {"every": 2}}, r"^unknown option 'every' for diagnostic 'reward' .*; valid: \(none\)$"),
+    ({"nosuch": {}}, r"^unknown diagnostic 'nosuch'; valid: "),
+])
+def test_bad_diagnostic_options_are_refused_in_one_line(options, message, tiny_config):
+    config = build_config(tiny_config() | {"diagnostics": {"options": options}})
+    with pytest.raises(ConfigError, match=message):
+        validate_config(config, build_plugins())
+
+
+@pytest.mark.parametrize("diagnostics, message", [
+    ({"names": ["reward", "collapse"]}, "the 'collapse' alarm reads the 'mi' diagnostic: add 'mi' "
+                                        "to diagnostics.names"),
+    ({"options": {"mi": {"scopes": ["trajectory"]}}},
+     "diagnostics.alarm.scope 'first_turn' is not among the mi diagnostic's scopes ['trajectory'] "
+     "(diagnostics.options.mi.scopes)"),
+])
+def test_the_collapse_alarm_refuses_a_config_without_its_mi_numbers(diagnostics, message, tiny_config):
+    config = build_config(tiny_config() | {"diagnostics": diagnostics})
+    with pytest.raises(ConfigError) as error:
+        validate_config(config, build_plugins())
+    assert str(error.value) == message
+
+
+def test_the_alarm_scope_may_be_any_of_the_mi_scopes(tiny_config):
+    validate_config(build_config(tiny_config() | {"diagnostics": {
+        "alarm": {"scope": "trajectory"}, "options": {"mi": {"scopes": ["trajectory"]}}}}), build_plugins())
+
+
+def test_top_p_mode_is_the_top_p_filters_own_option(tiny_config):
+    plugins = build_plugins()
+    config = build_config(tiny_config() | {"filter": {"name": "top_p", "options": {"mode": "softmax"}}})
+    validate_config(config, plugins)
+    assert build_component(config, plugins.registries, "filter", "top_p").options.mode == "softmax"
+    other = build_config(tiny_config() | {"filter": {"name": "top_k", "options": {"mode": "softmax"}}})
+    with pytest.raises(ConfigError, match=r"^unknown option 'mode' for filter 'top_k' "
+                                          r"\(filter\.options\.mode\); valid: \(none\)$"):
+        validate_config(other, plugins)

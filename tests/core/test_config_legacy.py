@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mirage.core.config import config_hash
+from mirage.core.config import RunConfig, config_hash
 from mirage.core.config_legacy import (
     MOVED, WARMSTART_SEED, WARMSTART_SEED_DEFAULT, hash_view, migrate,
 )
@@ -80,13 +80,20 @@ def test_old_set_paths_still_work():
         "model.options.warmstart_steps": 3, "filter.options.quartile": 2}
 
 
-def test_every_moved_setting_has_a_new_home_in_a_built_in_component():
+def test_every_moved_setting_has_a_new_home_with_its_old_default():
+    """In a built-in component's options, or (the loop's settings) in the run config."""
     plugins = build_plugins().registries
-    owners = {"filter": [plugins.filters.get("quartile")],
+    owners = {"filter": [plugins.filters.get("quartile"), plugins.filters.get("top_p")],
               "model": [plugins.backends.get("local"), plugins.backends.get("vllm")]}
     for old, (new, default) in MOVED.items():
-        section, _, option = new.split(".")
-        fields = {name: field for cls in owners[section] for name, field in cls.Options.model_fields.items()}
+        if new.startswith("diagnostics.options."):  # by name: diagnostics.options.NAME.OPTION
+            _, _, name, option = new.split(".")
+            fields = plugins.diagnostics.get(name).Options.model_fields
+        elif "." in new:  # section.options.OPTION
+            section, _, option = new.split(".")
+            fields = {name: field for cls in owners[section] for name, field in cls.Options.model_fields.items()}
+        else:
+            option, fields = new, RunConfig.model_fields
         assert option in fields, new
         expected = WARMSTART_SEED_DEFAULT if old == WARMSTART_SEED else default  # changed since (#31)
         assert fields[option].get_default(call_default_factory=True) == expected, old
@@ -136,3 +143,61 @@ def test_old_layout_data_keeps_the_old_warmstart_seed_default():
     assert build_config(flat).model.options == {"warmstart_seed": None}
     # the hash it always had: only the seed differs from the defaults it was hashed against
     assert config_hash(flat) == config_hash(_dump(2, warmstart_seed=None)) != config_hash(_dump(2))
+
+
+# --------------------------------------------------------------------------- #34's moves
+
+BEFORE_34 = {"filter": {"name": "top_p", "mode": "softmax", "loss_scaling": "sqrt",
+                        "step_size_matching": True, "max_empty_steps": 9},
+             "diagnostics": {"names": ["mi", "grad"], "scopes": ["first_turn"], "trajectory_samples": 8,
+                             "zscore_epsilon": 0.01, "zscore_ema_alpha": 0.5, "gradient_every": 2}}
+AFTER_34 = {"filter": {"name": "top_p", "options": {"mode": "softmax"}},
+            "loss_scaling": "sqrt", "step_size_matching": True, "max_empty_steps": 9,
+            "diagnostics": {"names": ["mi", "grad"], "options": {
+                "mi": {"scopes": ["first_turn"], "trajectory_samples": 8, "zscore_epsilon": 0.01,
+                       "zscore_ema_alpha": 0.5},
+                "grad": {"every": 2}}}}
+
+
+def test_34s_settings_move_to_the_component_options_and_the_loop_and_hash_alike():
+    assert migrate(BEFORE_34) == AFTER_34 and migrate(AFTER_34) == AFTER_34
+    assert hash_view(AFTER_34) == BEFORE_34 | {  # a per-name options mapping left empty goes
+        "filter": BEFORE_34["filter"] | {"options": {}},
+        "diagnostics": BEFORE_34["diagnostics"] | {"options": {}},
+        "model": {"options": {}, "warmstart_seed": None}}  # seed 0's unset one, as above
+    assert config_hash(BEFORE_34) == config_hash(AFTER_34)
+    built = build_config(BEFORE_34)
+    assert built.run_hash() == build_config(AFTER_34).run_hash()
+    validate_config(built, build_plugins())
+    # at their old defaults they are dropped (stored configs list every field)
+    defaults = {"filter": {"mode": "linear", "loss_scaling": "none", "step_size_matching": False,
+                           "max_empty_steps": 5},
+                "diagnostics": {"scopes": ["first_turn", "trajectory"], "trajectory_samples": 32,
+                                "zscore_epsilon": 1e-3, "zscore_ema_alpha": 0.9, "gradient_every": 20}}
+    assert migrate(defaults) == {"filter": {}, "diagnostics": {}}
+    assert config_hash(defaults) == config_hash({})
+
+
+def test_34s_old_set_paths_still_work():
+    from mirage.core.overrides import parse_settings
+
+    assert parse_settings(["filter.mode=softmax", "filter.max_empty_steps=3",
+                           "diagnostics.scopes=[\"trajectory\"]", "diagnostics.gradient_every=1"]) == {
+        "filter.options.mode": "softmax", "max_empty_steps": 3,
+        "diagnostics.options.mi.scopes": ["trajectory"], "diagnostics.options.grad.every": 1}
+
+
+def test_a_run_stored_in_the_layout_before_34_is_not_the_flat_layout():
+    """Runs stored since #21 list filter.mode, filter.loss_scaling, ...: the warm-start
+    seed's rules of the flat layout (#21) do not apply to them. An unset seed means what
+    it meant when they ran (the store's migration 5 fills runs stored before #31), and the
+    hash is the one they had."""
+    stored = _dump(3)
+    stored["filter"] |= {"mode": "linear"} | {k: stored.pop(k) for k in
+                                               ("loss_scaling", "step_size_matching", "max_empty_steps")}
+    stored["diagnostics"] |= {"scopes": ["first_turn", "trajectory"], "gradient_every": 20}
+    assert config_hash(stored) == config_hash(_dump(3)) != config_hash(_dump(3, warmstart_seed=None))
+    assert "warmstart_seed" not in build_config(stored).model.options
+    from mirage.core.config_legacy import fill_warmstart_seed
+
+    assert fill_warmstart_seed(stored)  # migration 5 still recognises such a run

@@ -20,7 +20,7 @@ def test_emitted_metric_names_are_documented(tiny_config, tmp_path, documented_m
         data["algorithm"] = {"name": algo}
         if algo == "grpo":  # six groups fill the six gradient buckets q1..q6
             data["rollout"] = {"prompts": 6, "group_size": 2, "max_new_tokens": 32}
-            data["diagnostics"] = {"every": 1, "gradient_every": 1}
+            data["diagnostics"] = {"every": 1, "options": {"grad": {"every": 1}}}
         db = tmp_path / f"{algo}.duckdb"
         run_id = execute(build_config(data), db, progress=False)
         names = {name for _, name, _ in RunStore(db).metrics(run_id)}

@@ -28,7 +28,7 @@ def run_metrics(backend: str, db: Path, plugins) -> dict[tuple[int, str], float]
     data["model"]["backend"] = backend
     data["model"]["options"] |= {"warmstart_episodes": 200, "warmstart_steps": 300}
     data["rollout"] |= {"temperature": 1.5}
-    data["diagnostics"] = {"names": ["reward", "grad"], "gradient_every": 1}
+    data["diagnostics"] = {"names": ["reward", "grad"], "options": {"grad": {"every": 1}}}
     execute(build_config(data), db, plugins=plugins, progress=False)
     store = RunStore(db)
     (run,) = store.list_runs()

@@ -65,7 +65,7 @@ def test_prefix_reuse_agrees_with_full_scoring(tiny_config, monkeypatch, path):
 def test_shuffled_prompts_bring_retrieval_to_chance(tiny_config):
     """Teach the policy to restate its state in Z, roll out, then score the same
     reasonings against a shuffled prompt assignment."""
-    data = make_session(tiny_config, scopes=["first_turn"])
+    data = make_session(tiny_config, options={"mi": {"scopes": ["first_turn"]}})
     data["algorithm"] = {"lr": 3e-3}
     session = open_run(data)
     seeds = (21, 22, 23, 24)
@@ -105,7 +105,7 @@ def test_shuffled_prompts_bring_retrieval_to_chance(tiny_config):
 
 @pytest.mark.parametrize("algo", ["grpo", "drgrpo", "dapo", "ppo"])
 def test_gradient_decomposition_leaves_the_model_as_it_was(tiny_config, algo):
-    data = make_session(tiny_config, gradient_every=1)
+    data = make_session(tiny_config, options={"grad": {"every": 1}})
     data["algorithm"] = {"name": algo, "kl_coef": 0.01}
     session = open_run(data)
     batch = rolled_out(session, seeds=(31, 32), group_size=4)

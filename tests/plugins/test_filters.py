@@ -195,9 +195,11 @@ def test_reward_variance_of_one_sample_is_undefined():
     assert math.isnan(Group(prompt_index=0, seed=0).reward_mean)
 
 
-def built(cls: type, **settings):
-    """Filter ``cls`` as the run builds it, ``settings`` being the ``filter`` section's."""
-    return cls(RunConfig(filter=FilterConfig(**settings)), options_class(cls)())
+def built(cls: type, options: dict | None = None, **settings):
+    """Filter ``cls`` as the run builds it: ``settings`` are the ``filter`` section's,
+    ``options`` its own (``filter.options``)."""
+    options = options or {}
+    return cls(RunConfig(filter=FilterConfig(**settings, options=options)), options_class(cls)(**options))
 
 
 def hand_batch() -> Batch:
@@ -365,10 +367,10 @@ def test_softmax_of_small_variances_keeps_about_a_rho_share():
 def test_top_p_filter_softmax_mode_on_a_hand_made_batch():
     # variances 1/3, 0, 1/4, 0: candidates 0 and 2; softmax weights e^(1/3), e^(1/4)
     p0 = math.exp(1 / 3) / (math.exp(1 / 3) + math.exp(1 / 4))  # 0.5208
-    assert built(TopPFilter, mode="softmax", rho=0.52).select(hand_batch()).kept_groups == [0]
+    assert built(TopPFilter, options={"mode": "softmax"}, rho=0.52).select(hand_batch()).kept_groups == [0]
     assert p0 < 0.53
-    assert built(TopPFilter, mode="softmax", rho=0.53).select(hand_batch()).kept_groups == [0, 2]
-    smallest = built(TopPFilter, mode="softmax", rho=0.4, keep="smallest")
+    assert built(TopPFilter, options={"mode": "softmax"}, rho=0.53).select(hand_batch()).kept_groups == [0, 2]
+    smallest = built(TopPFilter, options={"mode": "softmax"}, rho=0.4, keep="smallest")
     assert smallest.select(hand_batch()).kept_groups == [2]
 
 
@@ -623,19 +625,19 @@ def test_entropy_filter_needs_old_logprobs():
 
 
 @pytest.mark.parametrize(
-    "kept_share, options, expected",
+    "kept_share, settings, expected",
     [
         (0.25, {}, 1.0),
         (0.25, {"loss_scaling": "linear"}, 0.25),
         (0.25, {"loss_scaling": "sqrt"}, 0.5),
         (1.0, {"loss_scaling": "sqrt"}, 1.0),
-        (0.25, {"step_size_matching": True, "rho": 0.9}, 0.9),
-        (0.25, {"loss_scaling": "linear", "step_size_matching": True, "rho": 0.5}, 0.125),
-        (0.64, {"loss_scaling": "sqrt", "step_size_matching": True, "rho": 0.5}, 0.4),
+        (0.25, {"step_size_matching": True, "filter": {"rho": 0.9}}, 0.9),
+        (0.25, {"loss_scaling": "linear", "step_size_matching": True, "filter": {"rho": 0.5}}, 0.125),
+        (0.64, {"loss_scaling": "sqrt", "step_size_matching": True, "filter": {"rho": 0.5}}, 0.4),
     ],
 )
-def test_loss_scale_values(kept_share, options, expected):
-    assert loss_scale(kept_share, FilterConfig(**options)) == pytest.approx(expected)
+def test_loss_scale_values(kept_share, settings, expected):
+    assert loss_scale(kept_share, RunConfig.model_validate(settings)) == pytest.approx(expected)
 
 
 def test_grpo_multiplies_its_advantages_by_the_loss_scale(monkeypatch):
@@ -653,12 +655,12 @@ def test_grpo_multiplies_its_advantages_by_the_loss_scale(monkeypatch):
 BAD_FILTER_INPUTS = {
     "rho zero": (["--rho", "0"], ["filter.rho", "(0, 1]", "got 0"]),
     "rho above one": (["--rho", "1.2"], ["filter.rho", "got 1.2"]),
-    "unknown mode": (["--filter-mode", "cubic"], ["filter.mode", "'linear' or 'softmax'", "'cubic'"]),
+    "unknown mode": (["--filter-mode", "cubic"], ["filter.options.mode", "'linear' or 'softmax'", "'cubic'"]),
     "unknown score": (["--filter-score", "mad"], ["filter.score", "'variance' or 'std'"]),
     "unknown keep": (["--keep", "middle"], ["filter.keep", "'largest' or 'smallest'"]),
     "unknown loss scaling": (["--loss-scaling", "cube"],
-                             ["filter.loss_scaling", "'none', 'linear' or 'sqrt'"]),
-    "zero empty steps": (["--max-empty-steps", "0"], ["filter.max_empty_steps", "got 0"]),
+                             ["invalid loss_scaling", "'none', 'linear' or 'sqrt'"]),
+    "zero empty steps": (["--max-empty-steps", "0"], ["invalid max_empty_steps", "got 0"]),
     "unknown filter": (["--filter", "nosuch"],
                        ["'nosuch'", "valid: entropy, length, none, quartile, top_k, top_p, trajectory"]),
     "G = 1 with top_p": (["--group-size", "1", "--filter", "top_p"], ["'top_p'", "group size", "got 1"]),
@@ -706,7 +708,7 @@ def test_unknown_mode_in_a_real_process(cli, tiny_config_file, tmp_path):
     code, out, err = cli("run", "--config", tiny_config_file, "--db", db, "--filter-mode", "cubic")
     assert code == 2 and out == ""
     assert err.strip().splitlines() == [
-        "error: invalid filter.mode: Input should be 'linear' or 'softmax' (got 'cubic')"
+        "error: invalid filter.options.mode: Input should be 'linear' or 'softmax' (got 'cubic')"
     ]
     assert not db.exists()
 
@@ -726,9 +728,13 @@ def test_filter_options_reach_the_config(monkeypatch, tiny_config_file, tmp_path
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert seen[0].filter == FilterConfig(
-        name="top_k", rho=0.25, mode="softmax", score="std", keep="smallest", include_zero=True,
-        loss_scaling="sqrt", step_size_matching=True, max_empty_steps=7)
+        name="top_k", rho=0.25, options={"mode": "softmax"}, score="std", keep="smallest",
+        include_zero=True)
+    loop_settings = ("loss_scaling", "step_size_matching", "max_empty_steps")
+    assert [getattr(seen[0], name) for name in loop_settings] == ["sqrt", True, 7]
     seen.clear()
     # without the options, the config file's (here: RunConfig's) defaults stay
     assert CliRunner().invoke(app, args[:5]).exit_code == 0
     assert seen[0].filter == FilterConfig()
+    assert [getattr(seen[0], name) for name in loop_settings] == [getattr(RunConfig(), name)
+                                                                   for name in loop_settings]

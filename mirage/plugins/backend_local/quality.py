@@ -14,7 +14,6 @@ import torch
 
 from mirage.core.batch import make_batch
 from mirage.core.loop import validate_policy
-from mirage.core.options import NoOptions
 from mirage.core.session import RunSession
 from mirage.plugins.diagnostics.mi import MutualInformation
 
@@ -25,9 +24,7 @@ def first_turn_retrieval(run: RunSession, batches: int) -> tuple[float, float]:
     """Mean first-turn retrieval accuracy and H(Z|X) over ``batches`` rollout batches of
     the run's P x G at its training temperature."""
     cfg = run.config
-    mi = MutualInformation(cfg.model_copy(update={
-        "diagnostics": cfg.diagnostics.model_copy(update={"scopes": ["first_turn"]})
-    }), NoOptions())
+    mi = MutualInformation(cfg, MutualInformation.Options(scopes=["first_turn"]))
     prompts = cfg.rollout.prompts
     accuracy, entropy = [], []
     for index in range(batches):

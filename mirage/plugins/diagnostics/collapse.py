@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from mirage.core.batch import Batch
 from mirage.core.components import Diagnostic
 from mirage.core.config import CollapseAlarmConfig, RunConfig
+from mirage.plugins.diagnostics.mi import MutualInformation
 
 STATE = "collapse_alarm"  # run.state key: the streak and early entropies, checkpointed
 
@@ -45,6 +46,18 @@ class CollapseAlarm(Diagnostic):
     def __init__(self, config: RunConfig, options: BaseModel):
         super().__init__(config, options)
         self.rule = config.diagnostics.alarm
+
+    @classmethod
+    def config_problem(cls, config: RunConfig) -> str | None:
+        """The alarm reads the ``mi`` diagnostic's numbers of its scope."""
+        settings = config.diagnostics
+        if "mi" not in settings.names:
+            return "the 'collapse' alarm reads the 'mi' diagnostic: add 'mi' to diagnostics.names"
+        scopes = MutualInformation.Options(**settings.options.get("mi", {})).scopes
+        if settings.alarm.scope not in scopes:
+            return (f"diagnostics.alarm.scope {settings.alarm.scope!r} is not among the mi "
+                    f"diagnostic's scopes {scopes} (diagnostics.options.mi.scopes)")
+        return None
 
     def measure(self, run, batch: Batch) -> dict[str, float]:
         return {}

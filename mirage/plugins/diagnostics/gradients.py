@@ -1,6 +1,6 @@
 """Gradient decomposition by reward-variance bucket (PAPER.md section 3).
 
-Every ``gradient_every`` steps, the batch's prompt groups are sorted by in-group reward
+Every ``every`` steps (its option, ``diagnostics.options.grad.every``), the batch's prompt groups are sorted by in-group reward
 std into 6 equal-rank buckets q1 (lowest) .. q6, plus "all". For each bucket the
 algorithm's own loss over the bucket's trajectories (weighted as if they were one
 mini-batch, advantages computed over the whole batch) is split into its task, entropy
@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 
 from mirage.core.batch import Batch
 from mirage.core.components import Diagnostic
@@ -46,15 +47,24 @@ def term_gradients(run, rows) -> dict[str, torch.Tensor]:
     return run.backend.loss_gradients(algorithm.mini_batch_rows(rows), algorithm.loss_recipe())
 
 
+class GradientOptions(BaseModel):
+    """The ``grad`` diagnostic's options (``diagnostics.options.grad``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    every: int = Field(20, ge=1, description="gradient decomposition at steps divisible by this")
+
+
 class GradientDecomposition(Diagnostic):
     """grad/{bucket}/{term}/{norm} for every algorithm that exposes ``advantage_rows``,
     ``mini_batch_rows`` and ``loss_recipe`` (all built-ins); other algorithms get no
     grad/* metrics."""
 
+    Options = GradientOptions
     REQUIRES = ("advantage_rows", "mini_batch_rows", "loss_recipe")
 
     def due(self, step: int) -> bool:
-        return step % self.config.diagnostics.gradient_every == 0
+        return step % self.options.every == 0
 
     def measure(self, run, batch: Batch) -> dict[str, float]:
         algorithm = run.algorithm

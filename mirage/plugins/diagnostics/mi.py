@@ -12,11 +12,11 @@ from __future__ import annotations
 import math
 
 import torch
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from mirage.core.batch import Batch, Turn
 from mirage.core.components import Diagnostic
-from mirage.core.config import RunConfig
+from mirage.core.config import MIScope
 from mirage.plugins.diagnostics.cross_scoring import ScoredTurns, cross_score, first_turns, sampled_turns
 
 RECALL_KS = (2, 4, 8)
@@ -107,21 +107,33 @@ def policy_entropy(scored: ScoredTurns) -> float:
     return float((own / scored.lengths.clamp(min=1).double()).mean())
 
 
-class MutualInformation(Diagnostic):
-    """The MI proxies of the batch's own rollouts, in every configured scope."""
+class MIOptions(BaseModel):
+    """The ``mi`` diagnostic's options (``diagnostics.options.mi``)."""
 
-    def __init__(self, config: RunConfig, options: BaseModel):
-        super().__init__(config, options)
-        self.settings = config.diagnostics
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    scopes: list[MIScope] = Field(
+        default_factory=lambda: ["first_turn", "trajectory"], min_length=1,
+        description="MI proxy scopes: first turns, and a uniform sample of (trajectory, turn)",
+    )
+    trajectory_samples: int = Field(32, ge=2, description="turns sampled for the trajectory scope")
+    zscore_epsilon: float = Field(1e-3, gt=0, description="MI-ZScore: added to std(marginal)")
+    zscore_ema_alpha: float = Field(0.9, ge=0, lt=1, description="MI-ZScore-EMA: weight of the previous EMA")
+
+
+class MutualInformation(Diagnostic):
+    """The MI proxies of the batch's own rollouts, in every scope of its options."""
+
+    Options = MIOptions
 
     def scope_turns(self, scope: str, batch: Batch) -> list[Turn]:
         if scope == "first_turn":
             return first_turns(batch)
-        return sampled_turns(batch, self.settings.trajectory_samples, self.config.seed)
+        return sampled_turns(batch, self.options.trajectory_samples, self.config.seed)
 
     def measure(self, run, batch: Batch) -> dict[str, float]:
         metrics: dict[str, float] = {}
-        for scope in self.settings.scopes:
+        for scope in self.options.scopes:
             turns = self.scope_turns(scope, batch)
             if not turns:
                 continue
@@ -136,11 +148,11 @@ class MutualInformation(Diagnostic):
     def proxies(self, run, scope: str, scored: ScoredTurns) -> dict[str, float]:
         """The proxies of one scope; updates the scope's EMA of std(marginal) in
         ``run.state`` (saved with checkpoints, so a resumed run continues it)."""
-        epsilon = self.settings.zscore_epsilon
+        epsilon = self.options.zscore_epsilon
         values = mi_proxies(scored.logprobs, scored.lengths, scored.owners, epsilon)
         state = run.state.setdefault(EMA_STATE, {})
         spread = ema(state.get(scope), marginal_spread(scored.logprobs, scored.lengths),
-                     self.settings.zscore_ema_alpha)
+                     self.options.zscore_ema_alpha)
         state[scope] = spread
         values["mi_zscore_ema"] = values["mi_est"] / (spread + epsilon)
         values["policy_entropy"] = policy_entropy(scored)

@@ -8,6 +8,10 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
 from mirage.core.batch import Batch, Selection
 from mirage.core.components import Filter
 from mirage.plugins.filters.metrics import selection_metrics
@@ -45,15 +49,27 @@ class RankingFilter(Filter):
         return Selection(kept, metrics=selection_metrics(batch, group_scores(batch, settings.score), kept))
 
 
+class TopPOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["linear", "softmax"] = Field(
+        "linear", description="accumulate sorted scores (linear) or nucleus selection over "
+        "softmax(scores) (softmax, the paper's main table)"
+    )
+
+
 class TopPFilter(RankingFilter):
     """Keeps the best-ranked groups until a ``rho`` share of the score mass (linear) or of
-    the softmax probability (softmax) is reached (PAPER.md sections 4 and 6)."""
+    the softmax probability (softmax) is reached (PAPER.md sections 4 and 6); which one is
+    its option ``filter.options.mode``."""
+
+    Options = TopPOptions
 
     def choose(self, scores: list[float], eligible: list[bool]) -> list[int]:
         # A group scores 0 exactly when it has no variance, so ``include_zero`` already
         # says which groups are eligible.
         settings = self.config.filter
-        rule = top_p_indices if settings.mode == "linear" else softmax_top_p_indices
+        rule = top_p_indices if self.options.mode == "linear" else softmax_top_p_indices
         return rule(scores, settings.rho, settings.include_zero, settings.keep)
 
 

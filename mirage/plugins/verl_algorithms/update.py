@@ -83,7 +83,7 @@ class PolicyGradient(Algorithm):
         if not trajectories:  # dynamic sampling found only zero-variance groups
             return metrics | {"update/optimizer_steps": 0.0}
         rows = self.rows(run, trajectories, index, rewards)
-        scale = batch.loss_scale  # the loop's scaling after filtering (FilterConfig.loss_scaling)
+        scale = batch.loss_scale  # the loop's scaling after filtering (RunConfig.loss_scaling)
         rows = [[replace(r, advantages=r.advantages * scale) for r in turns] for turns in rows]
         order = torch.Generator().manual_seed(self.config.seed * 100_003 + batch.step)
         totals: dict[str, float] = {}
