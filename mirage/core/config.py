@@ -12,7 +12,7 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mirage.core import config_legacy
 
@@ -102,7 +102,7 @@ class FilterConfig(_Section):
         "for the quartile filter"
     )
     rho: float = Field(
-        0.9, description="top_p: kept share of the score mass; top_k, entropy, length: kept "
+        0.9, gt=0, le=1, description="top_p: kept share of the score mass; top_k, entropy, length: kept "
         "fraction of the prompts; trajectory: kept share of each group's squared-deviation mass"
     )
     score: Literal["variance", "std"] = Field(
@@ -114,13 +114,6 @@ class FilterConfig(_Section):
     keep: Literal["largest", "smallest"] = Field(
         "largest", description="keep the highest-ranked (largest) or lowest-ranked (smallest) items"
     )
-    @field_validator("rho")
-    @classmethod
-    def _rho_in_range(cls, rho: float) -> float:
-        if not 0.0 < rho <= 1.0:  # also refuses NaN
-            raise ValueError("must be in (0, 1]")
-        return rho
-
 
 LossAggMode = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "token-sum"]
 GroupStatistics = Literal["exact", "verl"]

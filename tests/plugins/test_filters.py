@@ -653,7 +653,8 @@ def test_grpo_multiplies_its_advantages_by_the_loss_scale(monkeypatch):
 # --------------------------------------------------------------------------- through the command line
 
 BAD_FILTER_INPUTS = {
-    "rho zero": (["--rho", "0"], ["filter.rho", "(0, 1]", "got 0"]),
+    "rho zero": (["--rho", "0"], ["filter.rho", "greater than 0", "got 0"]),
+    "rho nan": (["--set", "filter.rho=NaN"], ["filter.rho"]),
     "rho above one": (["--rho", "1.2"], ["filter.rho", "got 1.2"]),
     "unknown mode": (["--filter-mode", "cubic"], ["filter.options.mode", "'linear' or 'softmax'", "'cubic'"]),
     "unknown score": (["--filter-score", "mad"], ["filter.score", "'variance' or 'std'"]),
