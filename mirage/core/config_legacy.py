@@ -14,8 +14,9 @@ validation; it is applied by ``RunConfig`` itself, so stored configs, registry f
 config files of any layout load.
 
 Run hashes (:func:`mirage.core.config.config_hash`) name sweep cells and their folders, so
-they must not change with the layout: :func:`hash_view` turns data of either layout into
-the flat layout the hashes were computed on, and both layouts of one config hash alike.
+they must not change with the layout: :func:`hash_view` turns data of any layout into
+the flat layout the hashes were computed on (every moved setting at its old path), and
+every layout of one config hashes alike.
 
 Hashes count only the settings that differ from the defaults. Until algorithm presets moved
 onto the algorithm classes, the defaults themselves were resolved under the default
@@ -26,8 +27,9 @@ today's defaults hashes by what it differs from the old ones.
 
 The warm-start seed's default changed later (issue #31): ``model.options.warmstart_seed``
 left unset meant the run seed (None) and now means 0, one warm start for every run seed.
-Data that says nothing of it is read by when it was written: config data in the old
-layout keeps the old default (it is moved as an explicit None), stored runs of the new
+Data that says nothing of it is read by when it was written: config data in the flat
+layout of #21 (:data:`FLAT_MOVED`; #34's old paths do not count, runs stored since #21
+list them) keeps the old default (it is moved as an explicit None), stored runs of the new
 layout got an explicit None from the store's migration 5 (``fill_warmstart_seed``), and
 :func:`hash_view` hashes an unset one as the seed it now means, so a run of the new
 default never shares a hash with a stored per-seed warm start.

@@ -67,10 +67,20 @@ def test_review_counts_all_empty_steps_and_says_so_at_three():
     assert example.review(run, {"reward/easy_share": 0.5}) == {}  # nothing measured
 
 
+def test_its_option_sets_when_the_notice_comes():
+    cls = doc_example().ReasoningLength
+    example = cls(RunConfig(), cls.Options(notice_after=2))
+    run = SimpleNamespace(state={}, notices=[], step=0)
+    for run.step, share in enumerate([1.0, 1.0, 0.5, 1.0, 1.0, 1.0], start=1):
+        example.review(run, {"length/empty_share": share})
+    assert [message for _, message in run.notices] == [
+        "every reasoning was empty for 2 steps (step 2)", "every reasoning was empty for 2 steps (step 5)"]
+
+
 def test_a_tiny_run_stores_its_metrics_on_every_step(tmp_path):
     plugins = build_plugins(extra=[("my_diagnostic", doc_example())])
     data = {"env": {"name": "frozenlake"}, **copy.deepcopy(TINY), "steps": 2}
-    data["diagnostics"] = {"names": ["reward", "length"], "every": 5}
+    data["diagnostics"] = {"names": ["reward", "length"], "every": 5, "options": {"length": {"notice_after": 1}}}
     data["rollout"] |= {"stored_trajectories": 8}  # every turn of the P x G = 8 trajectories
     db = tmp_path / "runs.duckdb"
     run_id = execute(build_config(data), db, plugins=plugins, progress=False)
