@@ -1,6 +1,7 @@
 """The ``core`` command line: core's own commands, and :func:`build_cli`, which adds every
 loaded plugin's (``mirage_register_commands``; the commands of flows, report and app come
-that way). It only builds a RunConfig; defaults live in core/config.py."""
+that way). It only builds a RunConfig; defaults live in core/config.py, and the options
+that set one config field are declared in core/run_options.py."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ from typing import Any, Optional
 import typer
 
 from mirage.core import run_commands
-from mirage.core.cli_common import DB_HELP, REGISTRY_HELP, check_paths, fail, pairs, settings
-from mirage.core.config import RunConfig
+from mirage.core.cli_common import DB_HELP, REGISTRY_HELP, check_paths, fail, settings
 from mirage.core.experiments import load_registry
 from mirage.core.labels import check_label
 from mirage.core.loaded_plugins import Plugins
@@ -20,12 +20,10 @@ from mirage.core.paths import read_text_file
 from mirage.core.plugin_failures import defined_at, raised_at
 from mirage.core.plugins import set_aside_in_this_process
 from mirage.core.run_index import find_run
+from mirage.core.run_options import PREFLIGHT_OPTIONS, RUN_OPTIONS, GivenOptions, with_config_options
 from mirage.core.run_summary import summary_lines
 from mirage.core.store import RunStore, default_db_path
 from mirage.core.validate import ConfigError, parse_config
-
-_D = RunConfig()
-
 
 def _read_config_file(path: Path) -> dict[str, Any]:
     import yaml
@@ -58,71 +56,29 @@ def _start_data(experiment: Optional[str], registry: Optional[Path],
     return merged(data, extra)
 
 
-def _set_options(data: dict[str, Any], named: list[tuple[str, Any]], env_opt: list[str],
-                 fixed: dict[str, Any] | None = None) -> None:
-    """Named options (those given), then --env-opt, then --set (applied last, so it wins)."""
+def _set_options(data: dict[str, Any], given: GivenOptions, fixed: dict[str, Any] | None = None) -> None:
+    """The config options given, then --set (applied last, so it wins)."""
     try:
-        for path, value in named:
-            if value is not None:  # an option not given
-                assign(data, path, value)
-        if env_opt:
-            assign(data, "env.options", pairs(env_opt, "--env-opt", "KEY=VALUE"))
+        given.apply(data)
         for path, value in (fixed or {}).items():
             assign(data, path, value)
     except ConfigError as error:
         fail(str(error))
 
 
-_F = _D.filter
-
-
+@with_config_options(RUN_OPTIONS)
 def run(
-    env: Optional[str] = typer.Option(None, help=f"environment name [default: {_D.env.name}]"),
-    filter: Optional[str] = typer.Option(None, "--filter", help=f"filter name [default: {_F.name}]"),
-    rho: Optional[float] = typer.Option(None, help=f"filter keep mass/fraction in (0, 1] [default: {_F.rho}]"),
-    filter_mode: Optional[str] = typer.Option(
-        None, help=f"top_p selection: linear (score mass) or softmax (nucleus) [default: {_F.mode}]"),
-    filter_score: Optional[str] = typer.Option(
-        None, help=f"reward score to rank by: variance (RV) or std [default: {_F.score}]"),
-    keep: Optional[str] = typer.Option(
-        None, help=f"ranking filters keep the largest or the smallest scores [default: {_F.keep}]"),
-    include_zero: Optional[bool] = typer.Option(
-        None, "--include-zero/--exclude-zero",
-        help=f"may ranking filters keep zero-variance groups [default: {'include' if _F.include_zero else 'exclude'}]"),
-    loss_scaling: Optional[str] = typer.Option(
-        None, help=f"scale advantages by the kept share: none, linear or sqrt [default: {_F.loss_scaling}]"),
-    step_size_matching: Optional[bool] = typer.Option(
-        None, "--step-size-matching/--no-step-size-matching",
-        help=f"also scale advantages by rho [default: {'on' if _F.step_size_matching else 'off'}]"),
-    max_empty_steps: Optional[int] = typer.Option(
-        None, help=f"stop the run after N steps in a row with nothing kept [default: {_F.max_empty_steps}]"),
-    algo: Optional[str] = typer.Option(None, help=f"update algorithm [default: {_D.algorithm.name}]"),
-    steps: Optional[int] = typer.Option(None, help=f"rollout-update iterations [default: {_D.steps}]"),
-    seed: Optional[int] = typer.Option(None, help=f"run seed [default: {_D.seed}]"),
-    model: Optional[str] = typer.Option(None, help="HF checkpoint dir or hub id [default: tiny warm-started model]"),
-    backend: Optional[str] = typer.Option(
-        None, help=f"backend that runs the policy: local, vllm (docs/vllm.md) or a plugin's [default: {_D.model.backend}]"),
+    given: GivenOptions,
+    config_file: Optional[Path] = typer.Option(None, "--config", help="JSON/YAML file with a (partial) RunConfig"),
+    set_: list[str] = typer.Option(
+        [], "--set", help="set any config PATH=VALUE (repeatable, applied last), e.g. "
+        "algorithm.clip_ratio_high=0.28; the value is typed by the config"),
+    experiment: Optional[str] = typer.Option(None, help="start from this registry.yaml experiment's base config"),
+    registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP),
     db: Optional[Path] = typer.Option(None, help=DB_HELP),
     resume: Optional[str] = typer.Option(
         None, help="continue RUN_ID (not finished) from its last checkpoint; with --steps N "
         "above its steps, extend a finished run to N steps"),
-    prompts: Optional[int] = typer.Option(None, help=f"P, prompts per iteration [default: {_D.rollout.prompts}]"),
-    group_size: Optional[int] = typer.Option(None, help=f"G, rollouts per prompt [default: {_D.rollout.group_size}]"),
-    lr: Optional[float] = typer.Option(None, help=f"learning rate [default: {_D.algorithm.lr}]"),
-    entropy_coef: Optional[float] = typer.Option(None, help=f"entropy bonus [default: {_D.algorithm.entropy_coef}]"),
-    kl_coef: Optional[float] = typer.Option(None, help=f"KL to the initial policy [default: {_D.algorithm.kl_coef}]"),
-    val_every: Optional[int] = typer.Option(None, help=f"validate every N steps [default: {_D.validation.every}]"),
-    val_episodes: Optional[int] = typer.Option(None, help=f"validation episodes [default: {_D.validation.episodes}]"),
-    env_opt: list[str] = typer.Option([], "--env-opt", help="environment option KEY=VALUE (repeatable), e.g. slip=0.1"),
-    logger: list[str] = typer.Option(
-        [], "--logger", help="also log each step's metrics to this logger (repeatable): wandb, "
-        "mlflow, tensorboard or a plugin's; each needs its extra (docs/loggers.md)"),
-    set_: list[str] = typer.Option(
-        [], "--set", help="set any config PATH=VALUE (repeatable, applied last), e.g. "
-        "algorithm.clip_ratio_high=0.28; the value is typed by the config"),
-    config_file: Optional[Path] = typer.Option(None, "--config", help="JSON/YAML file with a (partial) RunConfig"),
-    experiment: Optional[str] = typer.Option(None, help="start from this registry.yaml experiment's base config"),
-    registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP),
     name: Optional[str] = typer.Option(None, help="a name for the run (see `core rename`)"),
     tag: list[str] = typer.Option([], "--tag", help="label the run (repeatable; see `core tag`)"),
     note: Optional[str] = typer.Option(None, help="a free-text note on the run (see `core note`)"),
@@ -138,7 +94,8 @@ def run(
     from mirage.core.plugin_results import PluginResultError
 
     target = db if db is not None else default_db_path()
-    check_paths(target, model)
+    steps = given.get("--steps")
+    check_paths(target, given.get("--model"))
     fixed = settings(set_)
     if resume is not None and target.is_file():  # a name or id prefix names the run too
         try:
@@ -146,22 +103,14 @@ def run(
         except ConfigError as error:
             fail(f"--resume: {error}")
     if resume is not None:
-        given = [name for name, value in (
-            ("--env", env), ("--filter", filter), ("--rho", rho), ("--filter-mode", filter_mode),
-            ("--filter-score", filter_score), ("--keep", keep), ("--include-zero", include_zero),
-            ("--loss-scaling", loss_scaling), ("--step-size-matching", step_size_matching),
-            ("--max-empty-steps", max_empty_steps), ("--algo", algo), ("--seed", seed),
-            ("--model", model), ("--backend", backend), ("--prompts", prompts), ("--group-size", group_size),
-            ("--lr", lr), ("--entropy-coef", entropy_coef), ("--kl-coef", kl_coef),
-            ("--val-every", val_every), ("--val-episodes", val_episodes),
-            ("--config", config_file), ("--experiment", experiment), ("--registry", registry),
-        ) if value is not None]
-        given += (["--env-opt"] if env_opt else []) + (["--logger"] if logger else [])
-        given += [f"--set {p}" for p in fixed]
+        changed = [flag for flag in given.flags() if flag != "--steps"]  # --steps extends it
+        changed += [flag for flag, value in (("--config", config_file), ("--experiment", experiment),
+                                             ("--registry", registry)) if value is not None]
+        changed += [f"--set {path}" for path in fixed]
         labels = [flag for flag, value in (("--name", name), ("--tag", tag or None), ("--note", note))
                   if value is not None]
-        if given or labels:
-            fail(f"--resume {resume!r} continues the stored config; {', '.join(given + labels)} cannot "
+        if changed or labels:
+            fail(f"--resume {resume!r} continues the stored config; {', '.join(changed + labels)} cannot "
                  "be changed (only --steps, to extend it" + ("; relabel a run with core rename, "
                  "core tag or core note" if labels else "") + ")")
     try:
@@ -175,17 +124,7 @@ def run(
         if target.is_file():
             run_commands.check_new_name(RunStore(target), name)
     data = _start_data(experiment, registry, config_file)
-    _set_options(data, [
-        ("env.name", env), ("filter.name", filter), ("filter.rho", rho), ("filter.mode", filter_mode),
-        ("filter.score", filter_score), ("filter.keep", keep), ("filter.include_zero", include_zero),
-        ("filter.loss_scaling", loss_scaling), ("filter.step_size_matching", step_size_matching),
-        ("filter.max_empty_steps", max_empty_steps), ("algorithm.name", algo),
-        ("steps", steps), ("seed", seed), ("model.path", model), ("model.backend", backend),
-        ("rollout.prompts", prompts), ("rollout.group_size", group_size), ("algorithm.lr", lr),
-        ("algorithm.entropy_coef", entropy_coef),
-        ("algorithm.kl_coef", kl_coef), ("validation.every", val_every),
-        ("validation.episodes", val_episodes), ("loggers.names", logger or None),
-    ], env_opt, fixed)
+    _set_options(data, given, fixed)
     try:
         config = None if resume else parse_config(data)
         run_id = execute(config, target, resume=resume, progress=not quiet,
@@ -204,14 +143,10 @@ def run(
             typer.echo(line)
 
 
+@with_config_options(PREFLIGHT_OPTIONS)
 def preflight(
-    env: Optional[str] = typer.Option(None, help=f"environment name [default: {_D.env.name}]"),
-    env_opt: list[str] = typer.Option([], "--env-opt", help="environment option KEY=VALUE (repeatable), e.g. slip=0.1"),
+    given: GivenOptions,
     config_file: Optional[Path] = typer.Option(None, "--config", help="JSON/YAML file with a (partial) RunConfig"),
-    seed: Optional[int] = typer.Option(None, help=f"run seed [default: {_D.seed}]"),
-    prompts: Optional[int] = typer.Option(None, help=f"P, prompts in the batch [default: {_D.rollout.prompts}]"),
-    group_size: Optional[int] = typer.Option(None, help=f"G, rollouts per prompt [default: {_D.rollout.group_size}]"),
-    model: Optional[str] = typer.Option(None, help="HF checkpoint dir or hub id [default: tiny warm-started model]"),
 ) -> None:
     """One rollout batch with the current policy: is RV filtering likely to help?
 
@@ -219,12 +154,9 @@ def preflight(
     share of zero-variance prompts and the verdict of PAPER.md section 4's predictor."""
     from mirage.core.preflight import run_preflight
 
-    check_paths(None, model)
+    check_paths(None, given.get("--model"))
     data = _start_data(None, None, config_file)
-    _set_options(data, [
-        ("env.name", env), ("seed", seed), ("model.path", model), ("rollout.prompts", prompts),
-        ("rollout.group_size", group_size),
-    ], env_opt)
+    _set_options(data, given)
     try:
         report = run_preflight(parse_config(data))
     except ConfigError as error:
