@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from pluggy import HookImpl
 
 from mirage.core import run_commands
 from mirage.core.cli_common import DB_HELP, REGISTRY_HELP, check_paths, fail, settings
 from mirage.core.experiments import load_registry
+from mirage.core.hook_calls import raising_impl, running_impl
 from mirage.core.labels import check_label
 from mirage.core.loaded_plugins import Plugins
 from mirage.core.overrides import assign, merged
@@ -230,39 +232,71 @@ def register(cli: typer.Typer) -> None:
 
 
 def build_cli(loaded: Plugins) -> typer.Typer:
-    """The ``core`` program: core's own commands, then each loaded plugin's, through
-    ``mirage_register_commands``. A third-party plugin whose hook raises or adds a command
-    name already taken is set aside (its commands removed, the failure added to
-    ``loaded.failed``); a built-in's raises ConfigError naming both plugins."""
-    cli = new_cli()
-    register(cli)
-    owners = {name: "mirage.core.cli" for name in _command_names(cli)}
-    builtin = {info.name for info in loaded.infos if info.builtin}
-    for impl in loaded.hook.mirage_register_commands.get_hookimpls():
-        before = len(cli.registered_commands)
-        try:
-            impl.function(cli=cli)
-            problem = next((f"adds command {name!r}, which {owners[name]!r} already adds"
-                            for name in _command_names(cli)[before:] if name in owners), None)
-            place = defined_at(impl.function)
-        except Exception as error:  # noqa: BLE001 - a third-party plugin is set aside
-            if impl.plugin_name in builtin:
-                raise
-            problem = f"mirage_register_commands raised {type(error).__name__}: {error}"
-            place = raised_at(error)
-        if problem is None:
-            owners.update((name, impl.plugin_name) for name in _command_names(cli)[before:])
-            continue
-        if impl.plugin_name in builtin:
-            raise ConfigError(f"plugin {impl.plugin_name!r} {problem}")
-        del cli.registered_commands[before:]
-        set_aside_in_this_process(loaded.set_aside(impl.plugin_name, place, problem))
-    return cli
+    """The ``core`` program: core's own commands, then the loaded plugins', from one pluggy
+    call of ``mirage_register_commands`` (wrappers included, in pluggy's order), listed
+    plugin by plugin in load order. A third-party plugin whose hook raises or adds a
+    command name already taken is set aside (its commands removed, the failure added to
+    ``loaded.failed``) and the hook is called again without it; a built-in's error raises,
+    and a built-in's name clash raises ConfigError naming both plugins."""
+    while True:
+        cli = new_cli()
+        register(cli)
+        failure = _add_plugin_commands(cli, loaded)
+        if failure is None:
+            return cli
+        set_aside_in_this_process(loaded.set_aside(*failure))
 
 
-def _command_names(cli: typer.Typer) -> list[str]:
-    return [info.name or typer.main.get_command_name(info.callback.__name__)
-            for info in cli.registered_commands]
+def _add_plugin_commands(cli: typer.Typer, loaded: Plugins) -> tuple[str, str, str] | None:
+    """Call ``mirage_register_commands`` and add each plugin's commands to ``cli``; the
+    (plugin, place, problem) of the first third-party plugin that broke the contract."""
+    impls = loaded.hook.mirage_register_commands.get_hookimpls()
+    core_commands = cli.registered_commands
+    added = cli.registered_commands = _CommandsByPlugin(core_commands, impls)
+    try:
+        loaded.hook.mirage_register_commands(cli=cli)
+    except Exception as error:  # noqa: BLE001 - a third-party plugin is set aside
+        impl = raising_impl(error, impls)
+        if impl is None or loaded.info(impl.plugin_name).builtin:
+            raise
+        problem = f"mirage_register_commands raised {type(error).__name__}: {error}"
+        return impl.plugin_name, raised_at(error), problem
+    finally:
+        cli.registered_commands = core_commands
+    owners = {name: "mirage.core.cli" for name in map(_command_name, core_commands)}
+    for info in loaded.infos:
+        for command, impl in added.by_plugin.get(info.name, []):
+            name = _command_name(command)
+            if name in owners:
+                problem = f"adds command {name!r}, which {owners[name]!r} already adds"
+                if info.builtin:
+                    raise ConfigError(f"plugin {info.name!r} {problem}")
+                return info.name, defined_at(impl.function), problem
+            owners[name] = info.name
+            cli.registered_commands.append(command)
+    return None
+
+
+class _CommandsByPlugin(list):
+    """``cli.registered_commands`` while the command hook runs: typer's ``cli.command()``
+    appends each command here, and it is filed under the plugin whose implementation adds
+    it (so a wrapper, after its ``yield``, sees the others' commands too)."""
+
+    def __init__(self, commands: list[Any], impls: list[HookImpl]) -> None:
+        super().__init__(commands)
+        self.impls = impls
+        self.by_plugin: dict[str, list[tuple[Any, HookImpl]]] = {}
+
+    def append(self, command: Any) -> None:
+        impl = running_impl(self.impls)
+        if impl is None:
+            raise RuntimeError("a command added outside a mirage_register_commands implementation")
+        self.by_plugin.setdefault(impl.plugin_name, []).append((command, impl))
+        super().append(command)
+
+
+def _command_name(command: Any) -> str:
+    return command.name or typer.main.get_command_name(command.callback.__name__)
 
 
 app = new_cli()  # core's own commands only (tests drive them in-process)
