@@ -113,19 +113,17 @@ class FilterConfig(_Section):
         "over softmax(scores) (softmax, the paper's main table)"
     )
     score: Literal["variance", "std"] = Field(
-        "variance", description="what ranking filters rank groups by: reward variance RV (the "
-        "paper) or reward std (the reference code)"
+        "variance", description="reward variance RV (the paper) or reward std (the reference code)"
     )
     include_zero: bool = Field(
         False, description="ranking filters may keep groups whose G returns are all equal"
     )
     keep: Literal["largest", "smallest"] = Field(
-        "largest", description="ranking filters keep the highest-ranked (largest) or the lowest-ranked "
-        "(smallest) items"
+        "largest", description="keep the highest-ranked (largest) or lowest-ranked (smallest) items"
     )
     loss_scaling: Literal["none", "linear", "sqrt"] = Field(
         "none", description="multiply advantages by the kept share of trajectories (linear) "
-        "or its square root (sqrt), as the reference code does, or leave them (none)"
+        "or its square root (sqrt), as the reference code does"
     )
     step_size_matching: bool = Field(
         False, description="also multiply advantages by rho (the paper's step-size matching)"
