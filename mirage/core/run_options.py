@@ -27,11 +27,22 @@ from mirage.core.overrides import assign, raw_pairs
 
 @dataclass(frozen=True)
 class ConfigOption:
-    """``flag`` sets the config field at ``path``; a bool field's flag has an ``off`` twin."""
+    """``flag`` sets the config field at ``path``; a bool field's flag has an ``off`` twin.
+
+    A path under a component's own options (``filter.options.mode``) names the
+    ``component`` that declares it and restates its ``description``: the component is a
+    plugin, whose Options core cannot import (tests/core/test_run_options.py keeps the
+    two equal)."""
 
     flag: str
     path: str
     off: str | None = None
+    component: str | None = None
+    description: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.component is None) != (self.description is None):
+            raise ValueError(f"{self.flag}: a component's option needs both component and description")
 
     @property
     def name(self) -> str:
@@ -49,16 +60,23 @@ class ConfigOption:
         except (AttributeError, KeyError):
             raise LookupError(f"{self.flag}: {self.path!r} names no RunConfig field") from None
 
+    def annotation(self) -> Any:
+        """The field's type; a component's option is read as text (its Options checks it)."""
+        return str if self.component is not None else self.field().annotation
+
     def default(self) -> Any:
         return functools.reduce(getattr, self.path.split("."), _defaults())
 
     @property
     def repeatable(self) -> bool:
-        return get_origin(self.field().annotation) in (list, dict)
+        return get_origin(self.annotation()) in (list, dict)
 
     def help(self) -> str:
         """The field's description, then what the command line adds: ``[repeatable]`` or
-        the default (bool: the flag that holds by default)."""
+        the default (bool: the flag that holds by default; a component's option: where
+        its default is shown)."""
+        if self.component is not None:
+            return f"{self.description}  [default: see core plugins --options {self.component}]"
         description = self.field().description
         if not description:
             raise LookupError(f"{self.flag}: config field {self.path!r} has no description")
@@ -72,7 +90,7 @@ class ConfigOption:
     def parameter(self) -> inspect.Parameter:
         """The typer parameter: None (or empty) when the option is not given, so a config
         file's or an experiment's value stays."""
-        kind = self.field().annotation
+        kind = self.annotation()
         decls = [f"{self.flag}/{self.off}" if self.off else self.flag]
         metavar = None
         if get_origin(kind) is dict:
@@ -90,7 +108,7 @@ class ConfigOption:
     def config_value(self, given: Any) -> Any:
         """The value the option's command-line form stands for (``--env-opt slip=0.1``:
         ``{"slip": 0.1}``); ConfigError for a malformed one."""
-        if get_origin(self.field().annotation) is dict:
+        if get_origin(self.annotation()) is dict:
             return raw_pairs(given, self.flag, "KEY=VALUE")
         return given
 

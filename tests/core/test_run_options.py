@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from mirage.core.cli import app
 from mirage.core.overrides import setting_type
-from mirage.core.run_options import RUN_OPTIONS, GivenOptions, options
+from mirage.core.run_options import RUN_OPTIONS, ConfigOption, GivenOptions, options
 
 # Options that set no config field: where the config comes from, where the run goes, how
 # it is labelled and shown. A new option belongs in RUN_OPTIONS unless it is one of these.
@@ -46,9 +46,34 @@ def test_the_help_of_a_config_option_is_its_fields_description(command):
     for flag, param in command_options(command).items():
         if flag in NOT_CONFIG[command]:
             continue
-        description = table[flag].field().description
-        assert description, f"{flag}: {table[flag].path} has no description in mirage/core/config.py"
+        option = table[flag]
+        description = option.description if option.component else option.field().description
+        assert description, f"{flag}: {option.path} has no description in mirage/core/config.py"
         assert CLI_SUFFIX.sub("", param.help) == description, flag
+
+
+# The way an option of one component's own options is declared (none in RUN_OPTIONS is,
+# so far): shown on the quartile filter's.
+QUARTILE = ConfigOption("--quartile", "filter.options.quartile", component="quartile",
+                        description="train only on this reward-score quartile of the batch (1: "
+                        "highest, 4: lowest), a quarter of the prompts (PAPER.md section 5)")
+SECTION_KINDS = {"env": "envs", "filter": "filters", "model": "backends", "algorithm": "algorithms"}
+
+
+@pytest.mark.parametrize("option", [o for o in RUN_OPTIONS if o.component] + [QUARTILE],
+                         ids=lambda o: o.flag)
+def test_a_components_option_restates_its_options_description(option):
+    from mirage.core.options import options_class
+    from mirage.core.plugins import build_plugins
+
+    section, options_field, key = option.path.split(".")
+    assert options_field == "options"
+    cls = build_plugins().registries.of(SECTION_KINDS[section]).get(option.component)
+    assert option.description == options_class(cls).model_fields[key].description
+    assert option.help().endswith(f"  [default: see core plugins --options {option.component}]")
+    data: dict = {}
+    GivenOptions(((option, "2"),)).apply(data)
+    assert data == {section: {"options": {key: "2"}}}  # typed by the component's Options
 
 
 def test_the_table_names_each_flag_and_path_once():
@@ -60,7 +85,7 @@ def test_the_table_names_each_flag_and_path_once():
 
 def test_a_bool_option_has_an_off_flag_and_shows_the_one_that_holds():
     for option in RUN_OPTIONS:
-        assert (option.off is not None) == (option.field().annotation is bool), option.flag
+        assert (option.off is not None) == (option.annotation() is bool), option.flag
     (include_zero,) = options("--include-zero")
     assert include_zero.help().endswith("[default: exclude-zero]")
 
