@@ -27,6 +27,9 @@ from mirage.core.run_summary import summary_lines
 from mirage.core.store import RunStore, default_db_path
 from mirage.core.validate import ConfigError, parse_config
 
+CONFIG_HELP = "JSON/YAML file with a (partial) RunConfig"
+
+
 def _read_config_file(path: Path) -> dict[str, Any]:
     import yaml
 
@@ -71,7 +74,7 @@ def _set_options(data: dict[str, Any], given: GivenOptions, fixed: dict[str, Any
 @with_config_options(RUN_OPTIONS)
 def run(
     given: GivenOptions,
-    config_file: Optional[Path] = typer.Option(None, "--config", help="JSON/YAML file with a (partial) RunConfig"),
+    config_file: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
     set_: list[str] = typer.Option(
         [], "--set", help="set any config PATH=VALUE (repeatable, applied last), e.g. "
         "algorithm.clip_ratio_high=0.28; the value is typed by the config"),
@@ -148,7 +151,7 @@ def run(
 @with_config_options(PREFLIGHT_OPTIONS)
 def preflight(
     given: GivenOptions,
-    config_file: Optional[Path] = typer.Option(None, "--config", help="JSON/YAML file with a (partial) RunConfig"),
+    config_file: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
 ) -> None:
     """One rollout batch with the current policy: is RV filtering likely to help?
 

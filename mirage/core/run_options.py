@@ -186,7 +186,8 @@ class GivenOptions:
             assign(data, option.path, option.config_value(value))
 
 
-def with_config_options(table: tuple[ConfigOption, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def with_config_options(
+        table: tuple[ConfigOption, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command the ``table``'s options, before its own. The command's first
     parameter, ``given``, receives the :class:`GivenOptions`."""
 

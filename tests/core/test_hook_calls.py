@@ -85,7 +85,8 @@ def test_registration_hooks_are_called_in_pluggys_order():
     loaded = build_plugins(extra=[("early", First("early", calls)), ("one", Plain("one", calls)),
                                   ("two", Plain("two", calls))])
     assert calls == ["early", "two", "one"]
-    pluggy_order = [impl.plugin_name for impl in reversed(loaded.hook.mirage_register_filters.get_hookimpls())]
+    impls = loaded.hook.mirage_register_filters.get_hookimpls()
+    pluggy_order = [impl.plugin_name for impl in reversed(impls)]
     assert [name for name in pluggy_order if name in calls] == calls
     assert pluggy_order[-1] == "mirage.plugins.filters"  # loaded first, called last
     assert [loaded.registries.filters.owner(f"{name}_keep") for name in calls] == calls
