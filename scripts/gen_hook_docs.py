@@ -22,6 +22,8 @@ non-None result replaces the stage), and `@hookimpl(wrapper=True)` wraps the oth
 `result = yield` runs them and what the wrapper returns is the hook's result, so a plugin
 can change the built-in rollout's batch or a filter's selection without replacing them
 (a working example: docs/writing-an-environment.md, "Wrappers and tryfirst hooks").
+The registration and command hooks are called through pluggy too, in its order: a
+wrapper there runs around the other plugins' registrations (or commands).
 The data the hooks pass and return is in docs/plugin-data.md.
 
 A plugin adds a `core` command as llm's `register_commands(cli)` does: it receives the

@@ -1,6 +1,7 @@
 """The ``core`` command line: core's own commands, and :func:`build_cli`, which adds every
 loaded plugin's (``mirage_register_commands``; the commands of flows, report and app come
-that way). It only builds a RunConfig; defaults live in core/config.py."""
+that way). It only builds a RunConfig; defaults live in core/config.py, and the options
+that set one config field are declared in core/run_options.py."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from pluggy import HookImpl
 
 from mirage.core import run_commands
-from mirage.core.cli_common import DB_HELP, REGISTRY_HELP, check_paths, fail, pairs, settings
-from mirage.core.config import RunConfig
+from mirage.core.cli_common import DB_HELP, REGISTRY_HELP, check_paths, fail, settings
 from mirage.core.experiments import load_registry
+from mirage.core.hook_calls import raising_impl, running_impl
 from mirage.core.labels import check_label
 from mirage.core.loaded_plugins import Plugins
 from mirage.core.overrides import assign, merged
@@ -20,11 +22,12 @@ from mirage.core.paths import read_text_file
 from mirage.core.plugin_failures import defined_at, raised_at
 from mirage.core.plugins import set_aside_in_this_process
 from mirage.core.run_index import find_run
+from mirage.core.run_options import PREFLIGHT_OPTIONS, RUN_OPTIONS, GivenOptions, with_config_options
 from mirage.core.run_summary import summary_lines
 from mirage.core.store import RunStore, default_db_path
 from mirage.core.validate import ConfigError, parse_config
 
-_D = RunConfig()
+CONFIG_HELP = "JSON/YAML file with a (partial) RunConfig"
 
 
 def _read_config_file(path: Path) -> dict[str, Any]:
@@ -58,72 +61,29 @@ def _start_data(experiment: Optional[str], registry: Optional[Path],
     return merged(data, extra)
 
 
-def _set_options(data: dict[str, Any], named: list[tuple[str, Any]], env_opt: list[str],
-                 fixed: dict[str, Any] | None = None) -> None:
-    """Named options (those given), then --env-opt, then --set (applied last, so it wins)."""
+def _set_options(data: dict[str, Any], given: GivenOptions, fixed: dict[str, Any] | None = None) -> None:
+    """The config options given, then --set (applied last, so it wins)."""
     try:
-        for path, value in named:
-            if value is not None:  # an option not given
-                assign(data, path, value)
-        if env_opt:
-            assign(data, "env.options", pairs(env_opt, "--env-opt", "KEY=VALUE"))
+        given.apply(data)
         for path, value in (fixed or {}).items():
             assign(data, path, value)
     except ConfigError as error:
         fail(str(error))
 
 
-_F = _D.filter
-
-
+@with_config_options(RUN_OPTIONS)
 def run(
-    env: Optional[str] = typer.Option(None, help=f"environment name [default: {_D.env.name}]"),
-    filter: Optional[str] = typer.Option(None, "--filter", help=f"filter name [default: {_F.name}]"),
-    rho: Optional[float] = typer.Option(None, help=f"filter keep mass/fraction in (0, 1] [default: {_F.rho}]"),
-    filter_mode: Optional[str] = typer.Option(
-        None, help="top_p selection (its option filter.options.mode): linear (score mass) or "
-        "softmax (nucleus); core plugins --options top_p shows the default"),
-    filter_score: Optional[str] = typer.Option(
-        None, help=f"reward score to rank by: variance (RV) or std [default: {_F.score}]"),
-    keep: Optional[str] = typer.Option(
-        None, help=f"ranking filters keep the largest or the smallest scores [default: {_F.keep}]"),
-    include_zero: Optional[bool] = typer.Option(
-        None, "--include-zero/--exclude-zero",
-        help=f"may ranking filters keep zero-variance groups [default: {'include' if _F.include_zero else 'exclude'}]"),
-    loss_scaling: Optional[str] = typer.Option(
-        None, help=f"scale advantages by the kept share: none, linear or sqrt [default: {_D.loss_scaling}]"),
-    step_size_matching: Optional[bool] = typer.Option(
-        None, "--step-size-matching/--no-step-size-matching",
-        help=f"also scale advantages by rho [default: {'on' if _D.step_size_matching else 'off'}]"),
-    max_empty_steps: Optional[int] = typer.Option(
-        None, help=f"stop the run after N steps in a row with nothing kept [default: {_D.max_empty_steps}]"),
-    algo: Optional[str] = typer.Option(None, help=f"update algorithm [default: {_D.algorithm.name}]"),
-    steps: Optional[int] = typer.Option(None, help=f"rollout-update iterations [default: {_D.steps}]"),
-    seed: Optional[int] = typer.Option(None, help=f"run seed [default: {_D.seed}]"),
-    model: Optional[str] = typer.Option(None, help="HF checkpoint dir or hub id [default: tiny warm-started model]"),
-    backend: Optional[str] = typer.Option(
-        None, help=f"backend that runs the policy: local, vllm (docs/vllm.md) or a plugin's [default: {_D.model.backend}]"),
+    given: GivenOptions,
+    config_file: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
+    set_: list[str] = typer.Option(
+        [], "--set", help="set any config PATH=VALUE (repeatable, applied last), e.g. "
+        "algorithm.clip_ratio_high=0.28; the value is typed by the config"),
+    experiment: Optional[str] = typer.Option(None, help="start from this registry.yaml experiment's base config"),
+    registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP),
     db: Optional[Path] = typer.Option(None, help=DB_HELP),
     resume: Optional[str] = typer.Option(
         None, help="continue RUN_ID (not finished) from its last checkpoint; with --steps N "
         "above its steps, extend a finished run to N steps"),
-    prompts: Optional[int] = typer.Option(None, help=f"P, prompts per iteration [default: {_D.rollout.prompts}]"),
-    group_size: Optional[int] = typer.Option(None, help=f"G, rollouts per prompt [default: {_D.rollout.group_size}]"),
-    lr: Optional[float] = typer.Option(None, help=f"learning rate [default: {_D.algorithm.lr}]"),
-    entropy_coef: Optional[float] = typer.Option(None, help=f"entropy bonus [default: {_D.algorithm.entropy_coef}]"),
-    kl_coef: Optional[float] = typer.Option(None, help=f"KL to the initial policy [default: {_D.algorithm.kl_coef}]"),
-    val_every: Optional[int] = typer.Option(None, help=f"validate every N steps [default: {_D.validation.every}]"),
-    val_episodes: Optional[int] = typer.Option(None, help=f"validation episodes [default: {_D.validation.episodes}]"),
-    env_opt: list[str] = typer.Option([], "--env-opt", help="environment option KEY=VALUE (repeatable), e.g. slip=0.1"),
-    logger: list[str] = typer.Option(
-        [], "--logger", help="also log each step's metrics to this logger (repeatable): wandb, "
-        "mlflow, tensorboard or a plugin's; each needs its extra (docs/loggers.md)"),
-    set_: list[str] = typer.Option(
-        [], "--set", help="set any config PATH=VALUE (repeatable, applied last), e.g. "
-        "algorithm.clip_ratio_high=0.28; the value is typed by the config"),
-    config_file: Optional[Path] = typer.Option(None, "--config", help="JSON/YAML file with a (partial) RunConfig"),
-    experiment: Optional[str] = typer.Option(None, help="start from this registry.yaml experiment's base config"),
-    registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP),
     name: Optional[str] = typer.Option(None, help="a name for the run (see `core rename`)"),
     tag: list[str] = typer.Option([], "--tag", help="label the run (repeatable; see `core tag`)"),
     note: Optional[str] = typer.Option(None, help="a free-text note on the run (see `core note`)"),
@@ -139,7 +99,8 @@ def run(
     from mirage.core.plugin_results import PluginResultError
 
     target = db if db is not None else default_db_path()
-    check_paths(target, model)
+    steps = given.get("--steps")
+    check_paths(target, given.get("--model"))
     fixed = settings(set_)
     if resume is not None and target.is_file():  # a name or id prefix names the run too
         try:
@@ -147,22 +108,14 @@ def run(
         except ConfigError as error:
             fail(f"--resume: {error}")
     if resume is not None:
-        given = [name for name, value in (
-            ("--env", env), ("--filter", filter), ("--rho", rho), ("--filter-mode", filter_mode),
-            ("--filter-score", filter_score), ("--keep", keep), ("--include-zero", include_zero),
-            ("--loss-scaling", loss_scaling), ("--step-size-matching", step_size_matching),
-            ("--max-empty-steps", max_empty_steps), ("--algo", algo), ("--seed", seed),
-            ("--model", model), ("--backend", backend), ("--prompts", prompts), ("--group-size", group_size),
-            ("--lr", lr), ("--entropy-coef", entropy_coef), ("--kl-coef", kl_coef),
-            ("--val-every", val_every), ("--val-episodes", val_episodes),
-            ("--config", config_file), ("--experiment", experiment), ("--registry", registry),
-        ) if value is not None]
-        given += (["--env-opt"] if env_opt else []) + (["--logger"] if logger else [])
-        given += [f"--set {p}" for p in fixed]
+        changed = [flag for flag in given.flags() if flag != "--steps"]  # --steps extends it
+        changed += [flag for flag, value in (("--config", config_file), ("--experiment", experiment),
+                                             ("--registry", registry)) if value is not None]
+        changed += [f"--set {path}" for path in fixed]
         labels = [flag for flag, value in (("--name", name), ("--tag", tag or None), ("--note", note))
                   if value is not None]
-        if given or labels:
-            fail(f"--resume {resume!r} continues the stored config; {', '.join(given + labels)} cannot "
+        if changed or labels:
+            fail(f"--resume {resume!r} continues the stored config; {', '.join(changed + labels)} cannot "
                  "be changed (only --steps, to extend it" + ("; relabel a run with core rename, "
                  "core tag or core note" if labels else "") + ")")
     try:
@@ -176,17 +129,7 @@ def run(
         if target.is_file():
             run_commands.check_new_name(RunStore(target), name)
     data = _start_data(experiment, registry, config_file)
-    _set_options(data, [
-        ("env.name", env), ("filter.name", filter), ("filter.rho", rho), ("filter.options.mode", filter_mode),
-        ("filter.score", filter_score), ("filter.keep", keep), ("filter.include_zero", include_zero),
-        ("loss_scaling", loss_scaling), ("step_size_matching", step_size_matching),
-        ("max_empty_steps", max_empty_steps), ("algorithm.name", algo),
-        ("steps", steps), ("seed", seed), ("model.path", model), ("model.backend", backend),
-        ("rollout.prompts", prompts), ("rollout.group_size", group_size), ("algorithm.lr", lr),
-        ("algorithm.entropy_coef", entropy_coef),
-        ("algorithm.kl_coef", kl_coef), ("validation.every", val_every),
-        ("validation.episodes", val_episodes), ("loggers.names", logger or None),
-    ], env_opt, fixed)
+    _set_options(data, given, fixed)
     try:
         config = None if resume else parse_config(data)
         run_id = execute(config, target, resume=resume, progress=not quiet,
@@ -205,14 +148,10 @@ def run(
             typer.echo(line)
 
 
+@with_config_options(PREFLIGHT_OPTIONS)
 def preflight(
-    env: Optional[str] = typer.Option(None, help=f"environment name [default: {_D.env.name}]"),
-    env_opt: list[str] = typer.Option([], "--env-opt", help="environment option KEY=VALUE (repeatable), e.g. slip=0.1"),
-    config_file: Optional[Path] = typer.Option(None, "--config", help="JSON/YAML file with a (partial) RunConfig"),
-    seed: Optional[int] = typer.Option(None, help=f"run seed [default: {_D.seed}]"),
-    prompts: Optional[int] = typer.Option(None, help=f"P, prompts in the batch [default: {_D.rollout.prompts}]"),
-    group_size: Optional[int] = typer.Option(None, help=f"G, rollouts per prompt [default: {_D.rollout.group_size}]"),
-    model: Optional[str] = typer.Option(None, help="HF checkpoint dir or hub id [default: tiny warm-started model]"),
+    given: GivenOptions,
+    config_file: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
 ) -> None:
     """One rollout batch with the current policy: is RV filtering likely to help?
 
@@ -220,12 +159,9 @@ def preflight(
     share of zero-variance prompts and the verdict of PAPER.md section 4's predictor."""
     from mirage.core.preflight import run_preflight
 
-    check_paths(None, model)
+    check_paths(None, given.get("--model"))
     data = _start_data(None, None, config_file)
-    _set_options(data, [
-        ("env.name", env), ("seed", seed), ("model.path", model), ("rollout.prompts", prompts),
-        ("rollout.group_size", group_size),
-    ], env_opt)
+    _set_options(data, given)
     try:
         report = run_preflight(parse_config(data))
     except ConfigError as error:
@@ -299,39 +235,71 @@ def register(cli: typer.Typer) -> None:
 
 
 def build_cli(loaded: Plugins) -> typer.Typer:
-    """The ``core`` program: core's own commands, then each loaded plugin's, through
-    ``mirage_register_commands``. A third-party plugin whose hook raises or adds a command
-    name already taken is set aside (its commands removed, the failure added to
-    ``loaded.failed``); a built-in's raises ConfigError naming both plugins."""
-    cli = new_cli()
-    register(cli)
-    owners = {name: "mirage.core.cli" for name in _command_names(cli)}
-    builtin = {info.name for info in loaded.infos if info.builtin}
-    for impl in loaded.hook.mirage_register_commands.get_hookimpls():
-        before = len(cli.registered_commands)
-        try:
-            impl.function(cli=cli)
-            problem = next((f"adds command {name!r}, which {owners[name]!r} already adds"
-                            for name in _command_names(cli)[before:] if name in owners), None)
-            place = defined_at(impl.function)
-        except Exception as error:  # noqa: BLE001 - a third-party plugin is set aside
-            if impl.plugin_name in builtin:
-                raise
-            problem = f"mirage_register_commands raised {type(error).__name__}: {error}"
-            place = raised_at(error)
-        if problem is None:
-            owners.update((name, impl.plugin_name) for name in _command_names(cli)[before:])
-            continue
-        if impl.plugin_name in builtin:
-            raise ConfigError(f"plugin {impl.plugin_name!r} {problem}")
-        del cli.registered_commands[before:]
-        set_aside_in_this_process(loaded.set_aside(impl.plugin_name, place, problem))
-    return cli
+    """The ``core`` program: core's own commands, then the loaded plugins', from one pluggy
+    call of ``mirage_register_commands`` (wrappers included, in pluggy's order), listed
+    plugin by plugin in load order. A third-party plugin whose hook raises or adds a
+    command name already taken is set aside (its commands removed, the failure added to
+    ``loaded.failed``) and the hook is called again without it; a built-in's error raises,
+    and a built-in's name clash raises ConfigError naming both plugins."""
+    while True:
+        cli = new_cli()
+        register(cli)
+        failure = _add_plugin_commands(cli, loaded)
+        if failure is None:
+            return cli
+        set_aside_in_this_process(loaded.set_aside(*failure))
 
 
-def _command_names(cli: typer.Typer) -> list[str]:
-    return [info.name or typer.main.get_command_name(info.callback.__name__)
-            for info in cli.registered_commands]
+def _add_plugin_commands(cli: typer.Typer, loaded: Plugins) -> tuple[str, str, str] | None:
+    """Call ``mirage_register_commands`` and add each plugin's commands to ``cli``; the
+    (plugin, place, problem) of the first third-party plugin that broke the contract."""
+    impls = loaded.hook.mirage_register_commands.get_hookimpls()
+    core_commands = cli.registered_commands
+    added = cli.registered_commands = _CommandsByPlugin(core_commands, impls)
+    try:
+        loaded.hook.mirage_register_commands(cli=cli)
+    except Exception as error:  # noqa: BLE001 - a third-party plugin is set aside
+        impl = raising_impl(error, impls)
+        if impl is None or loaded.info(impl.plugin_name).builtin:
+            raise
+        problem = f"mirage_register_commands raised {type(error).__name__}: {error}"
+        return impl.plugin_name, raised_at(error), problem
+    finally:
+        cli.registered_commands = core_commands
+    owners = {name: "mirage.core.cli" for name in map(_command_name, core_commands)}
+    for info in loaded.infos:
+        for command, impl in added.by_plugin.get(info.name, []):
+            name = _command_name(command)
+            if name in owners:
+                problem = f"adds command {name!r}, which {owners[name]!r} already adds"
+                if info.builtin:
+                    raise ConfigError(f"plugin {info.name!r} {problem}")
+                return info.name, defined_at(impl.function), problem
+            owners[name] = info.name
+            cli.registered_commands.append(command)
+    return None
+
+
+class _CommandsByPlugin(list):
+    """``cli.registered_commands`` while the command hook runs: typer's ``cli.command()``
+    appends each command here, and it is filed under the plugin whose implementation adds
+    it (so a wrapper, after its ``yield``, sees the others' commands too)."""
+
+    def __init__(self, commands: list[Any], impls: list[HookImpl]) -> None:
+        super().__init__(commands)
+        self.impls = impls
+        self.by_plugin: dict[str, list[tuple[Any, HookImpl]]] = {}
+
+    def append(self, command: Any) -> None:
+        impl = running_impl(self.impls)
+        if impl is None:
+            raise RuntimeError("a command added outside a mirage_register_commands implementation")
+        self.by_plugin.setdefault(impl.plugin_name, []).append((command, impl))
+        super().append(command)
+
+
+def _command_name(command: Any) -> str:
+    return command.name or typer.main.get_command_name(command.callback.__name__)
 
 
 app = new_cli()  # core's own commands only (tests drive them in-process)

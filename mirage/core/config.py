@@ -44,8 +44,12 @@ class _Section(BaseModel):
 class EnvConfig(_Section):
     """Which environment, its own options, and the turn protocol (PAPER.md section 6)."""
 
-    name: str = "sokoban"
-    options: dict[str, Any] = Field(default_factory=dict)
+    name: str = Field("sokoban", description="the environment, a registered name (core plugins; "
+                      "docs/environments.md)")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="the environment's own options, checked by its "
+        "Options (core plugins --options NAME lists them), e.g. frozenlake's slip"
+    )
     max_turns: int = Field(5, ge=1)
     max_actions_per_turn: int = Field(2, ge=1)
     format_penalty: float = -0.1
@@ -95,15 +99,16 @@ class FilterConfig(_Section):
     share. The defaults are the paper's meaning; the reference code's choices are options.
     How the loss is scaled after filtering is the loop's (``RunConfig.loss_scaling``)."""
 
-    name: str = "top_p"
+    name: str = Field("top_p", description="the filter, a registered name (core plugins; docs/filters.md)")
     options: dict[str, Any] = Field(
         default_factory=dict, description="the chosen filter's own options, checked by its "
         "Options (core plugins --options NAME), e.g. {mode: softmax} for top_p, {quartile: 2} "
         "for the quartile filter"
     )
     rho: float = Field(
-        0.9, gt=0, le=1, description="top_p: kept share of the score mass; top_k, entropy, length: kept "
-        "fraction of the prompts; trajectory: kept share of each group's squared-deviation mass"
+        0.9, gt=0, le=1, description="what the filter keeps, in (0, 1]: top_p, the share of the score mass; "
+        "top_k, entropy, length, the fraction of the prompts; trajectory, the share of each "
+        "group's squared-deviation mass"
     )
     score: Literal["variance", "std"] = Field(
         "variance", description="reward variance RV (the paper) or reward std (the reference code)"
@@ -133,13 +138,15 @@ class AlgorithmConfig(_Section):
     FrozenLake within 20 steps and 3e-5 barely moved it; 5e-5 with 4 mini-batches per
     iteration is the default (see bench/learning.py)."""
 
-    name: str = "grpo"
+    name: str = Field("grpo", description="the update algorithm, a registered name (core plugins; "
+                      "docs/algorithms.md)")
     options: dict[str, Any] = Field(
         default_factory=dict, description="the chosen algorithm's own options, checked by its "
         "Options (core plugins --options NAME)"
     )
     lr: float = Field(5e-5, gt=0, le=MAX_LR, description="actor (policy) learning rate")
-    entropy_coef: float = Field(0.001, ge=0, le=MAX_COEF)
+    entropy_coef: float = Field(0.001, ge=0, le=MAX_COEF, description="entropy bonus: the loss "
+                                "subtracts this times the policy's entropy")
     kl_coef: float = Field(0.0, ge=0, le=MAX_COEF,
                            description="KL penalty to the initial policy; 0: off (the reference)")
     kl_penalty: Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"] = "low_var_kl"
@@ -224,12 +231,18 @@ class ModelConfig(_Section):
     backend's own (the local backend's ``hidden``, ``warmstart_steps``, ...) are its
     ``options`` (``core plugins --options local``)."""
 
-    backend: str = "local"
+    backend: str = Field(
+        "local", description="what runs the policy, a registered name: local (torch), vllm "
+        "(rollouts sampled by a vLLM engine, docs/vllm.md) or a plugin's"
+    )
     options: dict[str, Any] = Field(
         default_factory=dict, description="the chosen backend's own options, checked by its "
         "Options (core plugins --options NAME)"
     )
-    path: str | None = Field(None, description="checkpoint directory or hub id")
+    path: str | None = Field(
+        None, description="a Hugging Face checkpoint directory or hub id; unset, the backend "
+        "builds its own (the local backend: a tiny model warm-started on demonstrations)"
+    )
     dtype: Literal["float32", "bfloat16"] = Field(
         "float32", description="compute precision of the local backend: bfloat16 runs the "
         "policy, reference and critic under bfloat16 autocast with float32 weights and optimizer "
@@ -245,7 +258,7 @@ class ModelConfig(_Section):
 class ValidationConfig(_Section):
     """Fixed seeded validation set, evaluated every ``every`` iterations."""
 
-    every: int = Field(10, ge=1, le=MAX_STEPS)
+    every: int = Field(10, ge=1, le=MAX_STEPS, description="validate every this many steps")
     episodes: int = Field(
         128, ge=1, le=MAX_BATCH_TRAJECTORIES, description="fixed validation episodes (about "
         "+-0.04 of success at 128; the studies in registry.yaml use 256)")
@@ -298,8 +311,9 @@ class LoggersConfig(_Section):
     (:func:`config_hash`)."""
 
     names: list[str] = Field(
-        default_factory=list, description="logger components to run, e.g. [wandb, tensorboard] "
-        "(built-in: wandb, mlflow, tensorboard; each needs its extra, pip install 'mirage-rl[NAME]')"
+        default_factory=list, description="loggers that mirror each step's stored metrics: "
+        "wandb, mlflow, tensorboard or a plugin's; each needs its extra, pip install "
+        "'mirage-rl[NAME]' (docs/loggers.md)"
     )
     options: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="per-logger settings by name, checked by each logger's "
@@ -328,7 +342,9 @@ class RunConfig(_Section):
     steps: int = Field(
         20, ge=1, le=MAX_STEPS, description="rollout-update iterations (the default main job "
         "fits a few minutes on a 2-core CPU; the studies in registry.yaml set their own)")
-    seed: int = Field(0, ge=0, le=MAX_SEED)
+    seed: int = Field(
+        0, ge=0, le=MAX_SEED, description="the run's seed (prompts, sampling, updates; the warm "
+        "start has its own, model.options.warmstart_seed)")
     checkpoint_every: int = Field(5, ge=1)
     # ---- the loop's, after filtering (docs/filters.md)
     loss_scaling: Literal["none", "linear", "sqrt"] = Field(

@@ -3,9 +3,9 @@
 Four kinds of hooks:
 
 * **registration hooks** (``mirage_register_*``) are called once when the plugin
-  manager is built; a plugin calls ``register(name, component)`` for each named
-  component it provides. The CLI, ``registry.yaml`` and the app refer to components by
-  these names.
+  manager is built, through pluggy (in its order; a wrapper wraps the others); a plugin
+  calls ``register(name, component)`` for each named component it provides. The CLI,
+  ``registry.yaml`` and the app refer to components by these names.
 * the **command hook** (``mirage_register_commands``) is called once by the ``core``
   program as it starts: a plugin adds its own commands to the typer app. The commands
   of flows, report and app come this way (see :mod:`mirage.builtins`).
@@ -127,9 +127,10 @@ def mirage_register_commands(cli: typer.Typer) -> None:
     """Add commands to the ``core`` program: ``cli.command()(sweep)``.
 
     Receives the typer app holding core's own commands; returns nothing.
-    Every implementation is called (not firstresult), in plugin order, once when the
-    ``core`` program starts (not when a run builds its plugins). A command name already
-    taken fails the program naming both plugins. Bad input to a command should fail
+    Every implementation is called (not firstresult), in pluggy's order (a wrapper wraps
+    the others), once when the ``core`` program starts (not when a run builds its
+    plugins). A command name already taken sets a third-party plugin aside; between
+    built-ins it fails the program naming both plugins. Bad input to a command should fail
     with the one-line error, ``mirage.core.cli_common.fail`` (exit 2).
     """
 

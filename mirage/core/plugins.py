@@ -14,12 +14,15 @@ import dataclasses
 import importlib
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
 import pluggy
+from pluggy import HookImpl
 
 from mirage.core import hookspecs
+from mirage.core.hook_calls import raising_impl, running_impl
 from mirage.core.loaded_plugins import PluginInfo, Plugins
 from mirage.core.plugin_failures import PluginFailure, defined_at, distribution_of, raised_at
 from mirage.core.registry import KINDS, Registries
@@ -108,19 +111,14 @@ def build_plugins(extra: Sequence[tuple[str, object]] = (),
             plugin_version = ep.dist.version if ep.dist else "unknown"
         infos.append(PluginInfo(name, plugin_version, builtin=False))
 
-    registries = Registries()
     for info in infos:
         plugin = manager.get_plugin(info.name)
         info.hooks = sorted(caller.name for caller in manager.get_hookcallers(plugin) or [])
-    for info in list(infos):
-        failure = _register_components(manager, registries, info)
-        if failure is not None:
-            failure.distribution = distribution_of(entry_points.get(info.name))
-            if failure.distribution == "unknown" and info.version != "unknown":
-                failure.distribution = f"{info.name} {info.version}"
-            manager.unregister(name=info.name)  # none of its hooks run either
-            infos.remove(info)
-            failed.append(failure)
+    registries, set_aside = _register_components(manager, infos)
+    for failure in set_aside:
+        if failure.name in entry_points:
+            failure.distribution = distribution_of(entry_points[failure.name])
+    failed += set_aside
     loaded = sorted(name for name in entry_points if name not in {f.name for f in failed})
     for failure in failed:
         failure.others = loaded
@@ -128,44 +126,119 @@ def build_plugins(extra: Sequence[tuple[str, object]] = (),
     return Plugins(manager, registries, infos, failed)
 
 
-def _register_components(manager: pluggy.PluginManager, registries: Registries,
-                         info: PluginInfo) -> PluginFailure | None:
-    """Call ``info``'s registration hooks, kind by kind, and register every component it
-    names, or none (returning why) when one hook raises or one component is refused.
-    A built-in's failure raises: it is MIRAGE's own bug."""
-    staged: list[tuple[str, object, object, Any]] = []  # (kind, name, component, impl)
+@dataclass(frozen=True)
+class _Staged:
+    """One ``register(name, component)`` call, by the implementation that made it."""
+
+    kind: str
+    name: object
+    component: object
+    impl: HookImpl
+
+
+@dataclass(frozen=True)
+class _Raised:
+    """A registration hook call that raised, and the implementation whose code raised."""
+
+    kind: str
+    error: Exception
+    impl: HookImpl | None
+
+
+def _register_components(manager: pluggy.PluginManager,
+                         infos: list[PluginInfo]) -> tuple[Registries, list[PluginFailure]]:
+    """Call the registration hooks through pluggy (wrappers included, in pluggy's order),
+    then register each plugin's components, plugin by plugin in load order, all or none.
+    A third-party plugin whose hook raises or whose component a registry refuses is set
+    aside (unregistered, out of ``infos``, its failure returned) and the hooks are called
+    again without it, into fresh registries. A built-in's failure raises: it is MIRAGE's bug."""
+    failures: list[PluginFailure] = []
+    while True:
+        staged, raised = _staged_registrations(manager)
+        registries = Registries()
+        failure = _raised_failure(infos, staged, raised) if raised else _fill(registries, infos, staged)
+        if failure is None:
+            return registries, failures
+        manager.unregister(name=failure.name)  # none of its hooks run either
+        infos.remove(_info_named(infos, failure.name))
+        failures.append(failure)
+
+
+def _staged_registrations(manager: pluggy.PluginManager) -> tuple[list[_Staged], _Raised | None]:
+    """Every registration, from one pluggy call of each registration hook in turn, each
+    attributed to the implementation that made it; where a call raised, those before it."""
+    staged: list[_Staged] = []
     for kind in KINDS:
         caller = getattr(manager.hook, f"mirage_register_{kind}")
-        for impl in caller.get_hookimpls():
-            if impl.plugin_name != info.name:
+        impls = caller.get_hookimpls()
+        try:
+            caller(register=_stager(kind, impls, staged))
+        except Exception as error:  # noqa: BLE001 - the plugin that raised is set aside
+            return staged, _Raised(kind, error, raising_impl(error, impls))
+    return staged, None
+
+
+def _stager(kind: str, impls: list[HookImpl], staged: list[_Staged]) -> hookspecs.Register:
+    """The ``register`` the hook receives: it stages each registration under the
+    implementation making it."""
+
+    def register(name: object, component: object) -> None:
+        impl = running_impl(impls)
+        if impl is None:
+            raise RuntimeError(f"register({name!r}, ...) called outside mirage_register_{kind}")
+        staged.append(_Staged(kind, name, component, impl))
+
+    return register
+
+
+def _raised_failure(infos: list[PluginInfo], staged: list[_Staged], raised: _Raised) -> PluginFailure:
+    """The failure of the third-party plugin whose implementation raised; a built-in's
+    error, or one raised by no implementation, raises again."""
+    info = None if raised.impl is None else _info_named(infos, raised.impl.plugin_name)
+    if info is None or info.builtin:
+        raise raised.error
+    error = raised.error
+    return PluginFailure(info.name, _distribution(info), raised_at(error),
+                         f"mirage_register_{raised.kind} raised {type(error).__name__}: {error}",
+                         _names(staged, info.name))
+
+
+def _fill(registries: Registries, infos: list[PluginInfo], staged: list[_Staged]) -> PluginFailure | None:
+    """Register each plugin's components in load order; the first third-party plugin a
+    registry refuses stops it (returned); a built-in's refusal raises."""
+    for info in infos:
+        own = [entry for entry in staged if entry.impl.plugin_name == info.name]
+        taken: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
+        for entry in own:
+            problem = registries.of(entry.kind).problem(entry.name, entry.component, info.name,
+                                                        taken[entry.kind])
+            if problem is None:
+                taken[entry.kind][entry.name] = info.name
                 continue
-            try:
-                impl.function(register=lambda name, component, _kind=kind, _impl=impl:
-                              staged.append((_kind, name, component, _impl)))
-            except Exception as error:  # noqa: BLE001
-                if info.builtin:
-                    raise
-                return PluginFailure(info.name, "", raised_at(error),
-                                     f"mirage_register_{kind} raised {type(error).__name__}: {error}",
-                                     _names(staged))
-    taken: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
-    for kind, name, component, impl in staged:
-        problem = registries.of(kind).problem(name, component, info.name, taken[kind])
-        if problem is not None:
             if info.builtin:
                 raise ValueError(problem)
-            place = defined_at(component) if problem.endswith(f"got {component!r}") else ""
-            return PluginFailure(info.name, "", place or defined_at(impl.function), problem,
-                                 _names(staged))
-        taken[kind][name] = info.name
-    for kind, name, component, _ in staged:
-        registries.of(kind).register(name, component, owner=info.name)
-        info.components.setdefault(kind, []).append(name)
+            place = defined_at(entry.component) if problem.endswith(f"got {entry.component!r}") else ""
+            return PluginFailure(info.name, _distribution(info), place or defined_at(entry.impl.function),
+                                 problem, _names(own, info.name))
+        info.components = {}
+        for entry in own:
+            registries.of(entry.kind).register(entry.name, entry.component, owner=info.name)
+            info.components.setdefault(entry.kind, []).append(entry.name)
     return None
 
 
-def _names(staged: list[tuple[str, object, object, Any]]) -> dict[str, list[str]]:
+def _names(staged: list[_Staged], plugin: str) -> dict[str, list[str]]:
     names: dict[str, list[str]] = {}
-    for kind, name, _, _ in staged:
-        names.setdefault(kind, []).append(name)
+    for entry in staged:
+        if entry.impl.plugin_name == plugin:
+            names.setdefault(entry.kind, []).append(entry.name)
     return names
+
+
+def _distribution(info: PluginInfo) -> str:
+    """What a plugin passed in is known as (an entry point's distribution replaces it)."""
+    return f"{info.name} {info.version}" if info.version != "unknown" else "unknown"
+
+
+def _info_named(infos: list[PluginInfo], name: str) -> PluginInfo:
+    return next(info for info in infos if info.name == name)

@@ -203,10 +203,12 @@ def test_options_set_on_an_experiment_leave_its_base_alone(monkeypatch):
     """--experiment starts from a copy of the experiment's base: options never write into it."""
     from mirage.core import cli as core_cli
     from mirage.core.experiments import Experiment
+    from mirage.core.run_options import GivenOptions, options
 
     experiment = Experiment(base={"env": {"name": "frozenlake", "options": {"slip": 0.1}}})
     monkeypatch.setattr(core_cli, "load_registry", lambda registry: {"e": experiment})
     data = core_cli._start_data("e", None, None)
-    core_cli._set_options(data, [("env.name", "sokoban"), ("steps", None)], ["size=4"], {"steps": 2})
+    env, env_opt = options("--env", "--env-opt")
+    core_cli._set_options(data, GivenOptions(((env, "sokoban"), (env_opt, ["size=4"]))), {"steps": 2})
     assert data == {"env": {"name": "sokoban", "options": {"slip": 0.1, "size": 4}}, "steps": 2}
     assert experiment.base == {"env": {"name": "frozenlake", "options": {"slip": 0.1}}}
