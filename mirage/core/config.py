@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from mirage.core import config_legacy
 
 
 # Bounds on inputs, checked before any work (issue 22). Seeds feed numpy's SeedSequence
@@ -365,11 +364,6 @@ class RunConfig(_Section):
         "code, not by users); stored with every run so sweeps never reuse a run of another version",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _current_layout(cls, data: Any) -> Any:
-        return config_legacy.migrate(data)  # configs stored before components owned options
-
     @model_validator(mode="after")
     def _batch_fits(self) -> "RunConfig":
         trajectories = self.rollout.prompts * self.rollout.group_size
@@ -401,20 +395,24 @@ class RunConfig(_Section):
 
 
 def config_hash(data: dict[str, Any]) -> str:
-    """The identity of a resolved config given as JSON data (a stored run's config), equal
-    to ``RunConfig.run_hash()`` of the config it was dumped from; sweeps cache by it.
+    """The identity of a resolved config given as JSON data, equal to
+    ``RunConfig.run_hash()`` of the config it was dumped from. The store writes it on a
+    run's row when the run is created (stored runs of earlier code got theirs from the
+    store's migration 6); sweeps reuse finished cells by the stored hash, never by one
+    recomputed from a stored config.
 
     Only entries that differ from the built-in defaults count, so a setting added later
-    with a default that keeps the old behaviour leaves the hashes of earlier runs (whose
-    stored configs lack it) unchanged, and their cached results stay reusable. A stored
-    config records the ``results_version`` it ran under (absent: 1); runs of another
-    version never share a hash with this one's. The ``loggers`` section is left out: a
+    with a default that keeps the old behaviour leaves the hash of every config unchanged.
+    A change of a default, or of where a setting lives, changes the hashes of the configs
+    it touches: it comes with a store migration that rewrites stored configs and their
+    hashes (mirage/core/store_migrations.py). The ``results_version`` counts (absent: 1);
+    runs of another version never share a hash. The ``loggers`` section is left out: a
     run mirrored to an experiment tracker computes the same results as one that is not.
-    Data of either layout (:mod:`mirage.core.config_legacy`) is hashed in the flat layout
-    of runs stored before components owned their options, so no hash changed with it."""
-    data = config_legacy.hash_view(data)
+    A component's option given at its default counts as given (the component, not the
+    config, knows the default): registry.yaml leaves such options out."""
+    data = dict(data)
     data.pop("loggers", None)  # where results are mirrored, not what they are
-    version = data.pop("results_version", 1)  # configs stored before the field existed
+    version = data.pop("results_version", 1)
     text = json.dumps({"results_version": version, "config": _non_default(data, _default_dump())},
                       sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -422,9 +420,8 @@ def config_hash(data: dict[str, Any]) -> str:
 
 @functools.cache
 def _default_dump() -> dict[str, Any]:
-    """The built-in defaults as JSON data in the hashed layout, built once per process (only
-    read, never changed)."""
-    return config_legacy.hash_defaults(RunConfig().model_dump(mode="json"))
+    """The built-in defaults as JSON data, built once per process (only read, never changed)."""
+    return RunConfig().model_dump(mode="json")
 
 
 def _non_default(data: Any, default: Any) -> Any:

@@ -21,8 +21,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from mirage.core import config_legacy
 from mirage.core.config import RunConfig
+from mirage.core.store_legacy import MOVED
 from mirage.core.validate import ConfigError
 
 OPEN = object()  # the type of an entry under a free-form mapping field
@@ -57,6 +57,8 @@ def setting_type(path: str, flag: str = "--set") -> Any:
     leaves, sections, mappings = _fields()
     if path in leaves:
         return leaves[path]
+    if path in MOVED:
+        raise ConfigError(f"{flag} {path}: this setting moved to {MOVED[path][0]}")
     if any(path.startswith(m + ".") and len(path) > len(m) + 1 for m in mappings):
         return OPEN
     parent = path.rpartition(".")[0]
@@ -102,7 +104,6 @@ def parse_settings(pairs: Iterable[str], flag: str = "--set") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in pairs:
         path, raw = split_pair(pair, flag)
-        path = config_legacy.new_path(path)  # model.hidden=32 still works: model.options.hidden
         out[path] = parse_value(path, raw, flag)
     return out
 

@@ -65,6 +65,9 @@ class ConfigOption:
         return str if self.component is not None else self.field().annotation
 
     def default(self) -> Any:
+        """The config's default; None for a component's option (its Options holds it)."""
+        if self.component is not None:
+            return None
         return functools.reduce(getattr, self.path.split("."), _defaults())
 
     @property

@@ -22,7 +22,8 @@ from typing import Any
 import duckdb
 
 from mirage.core.store_file import StoreFile, aware_utc, naive_now, naive_utc
-from mirage.core.store_migrations import WARMSTART_SEED_SCHEMA, fill_warmstart_seeds
+from mirage.core.config import config_hash as hash_of
+from mirage.core.store_migrations import rewrite_runs
 from mirage.core.store_rollouts import RolloutRow, replace_rollouts, rollouts_query
 
 STATUSES = frozenset({"running", "finished", "failed", "stopped"})
@@ -112,8 +113,13 @@ class RunStore(StoreFile):
         note: str | None = None,
         environment: Mapping[str, Any] | None = None,
         process: Mapping[str, Any] | None = None,
+        config_hash: str | None = None,
     ) -> None:
         """Insert a new run with status ``running``; ValueError if ``run_id`` exists.
+
+        Its ``config_hash`` (sweeps reuse finished runs by it) is stored once, here:
+        ``RunConfig.run_hash()`` of the resolved config, or computed from ``config``
+        (``resume_run`` stores the new one of an extended run).
 
         ``config``, ``plugins`` (``[{"name", "version"}]``) and ``environment`` (the
         reproducibility record, mirage/core/run_records.py) are stored as JSON text;
@@ -129,11 +135,12 @@ class RunStore(StoreFile):
             if con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone():
                 raise ValueError(f"run_id {run_id!r} already exists")
             con.execute(
-                "INSERT INTO runs (run_id, status, config, plugins, git_commit, experiment, cell,"
-                " seed, created_at, updated_at, name, tags, note, environment, pid, host,"
-                " process_started, heartbeat_at)"
-                " VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [run_id, *row, git_commit, experiment, cell, seed, now, now, name,
+                "INSERT INTO runs (run_id, status, config, config_hash, plugins, git_commit,"
+                " experiment, cell, seed, created_at, updated_at, name, tags, note, environment,"
+                " pid, host, process_started, heartbeat_at)"
+                " VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [run_id, row[0], config_hash or hash_of(json.loads(row[0])), row[1], git_commit,
+                 experiment, cell, seed, now, now, name,
                  list(dict.fromkeys(tags)), note, record, process.get("pid"), process.get("host"),
                  process.get("process_started"), now if process else None],
             )
@@ -237,9 +244,10 @@ class RunStore(StoreFile):
                 con.execute("UPDATE runs SET pid = ?, host = ?, process_started = ?, heartbeat_at = ?"
                             " WHERE run_id = ?", [process["pid"], process["host"],
                                                   process["process_started"], naive_now(), run_id])
-            if config is not None:
-                con.execute("UPDATE runs SET config = ? WHERE run_id = ?",
-                            [json.dumps(config, sort_keys=True, default=str), run_id])
+            if config is not None:  # extended: another config, another hash
+                text = json.dumps(config, sort_keys=True, default=str)
+                con.execute("UPDATE runs SET config = ?, config_hash = ? WHERE run_id = ?",
+                            [text, hash_of(json.loads(text)), run_id])
             con.execute('INSERT INTO events (run_id, step, kind, message, "at") VALUES (?, ?, ?, ?, ?)',
                         [run_id, step, "resumed", message, naive_now()])
 
@@ -295,8 +303,8 @@ class RunStore(StoreFile):
                     columns = "* EXCLUDE (event_id)" if table == "events" else "*"
                     con.execute(f"INSERT INTO {table} BY NAME SELECT {columns} FROM cell.{table}"
                                 " WHERE list_contains(?, run_id)", [new])
-                if new and (self._version(con, "cell") or 1) < WARMSTART_SEED_SCHEMA:
-                    fill_warmstart_seeds(con, new)  # what migration 5 does to its own runs
+                if new:  # what the file's own migrations would do to its runs
+                    rewrite_runs(con, new, self._version(con, "cell") or 1)
             finally:
                 con.execute("DETACH cell")
         return new

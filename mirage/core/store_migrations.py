@@ -6,7 +6,13 @@ numbered, named list of SQL statements that only adds (tables, columns), so rows
 by older code stay valid and ``RunStore.import_runs`` (``INSERT ... BY NAME``) still copies
 an older cell file into a newer store: the columns it lacks read NULL or their default.
 A migration may also rewrite rows whose meaning changed (5: the warm-start seed's
-default); ``import_runs`` applies the same rewrite to runs it copies from an older file.
+default; 6: configs in today's layout, their hashes stored); ``import_runs`` applies the
+same rewrites to runs it copies from an older file (:func:`rewrite_runs`).
+
+A run's ``config_hash`` (``mirage.core.config.config_hash``) is written when the run is
+created and read, never recomputed, by sweeps. A change that alters what a stored hash
+would be (a default changed, a setting moved) adds a migration whose rewrite brings the
+stored configs to the new layout and stores their new hashes, as 6 does.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ from datetime import datetime, timezone
 
 import duckdb
 
-from mirage.core import config_legacy
+from mirage.core import store_legacy
+from mirage.core.config import config_hash
 
 
 # The version-2 tables, created (IF NOT EXISTS) on every opening that writes; newer
@@ -57,22 +64,39 @@ class Migration:
     version: int
     description: str
     statements: tuple[str, ...]
-    rewrite: Callable[[duckdb.DuckDBPyConnection], None] | None = None
-    """Rows rewritten after the statements (a change of what stored data means)."""
+    rewrite: Callable[[duckdb.DuckDBPyConnection, list[str] | None], None] | None = None
+    """Rows rewritten after the statements (a change of what stored data means), given
+    the connection and the ids of the runs to rewrite (None: every run)."""
 
 
-def fill_warmstart_seeds(con: duckdb.DuckDBPyConnection, run_ids: list[str] | None = None) -> int:
-    """Give every stored run config (of ``run_ids``; None: all) that leaves the warm-start
-    seed unset the None it ran with (config_legacy.fill_warmstart_seed); return how many
-    changed."""
+def _stored_configs(con: duckdb.DuckDBPyConnection, run_ids: list[str] | None) -> list[tuple[str, dict]]:
     where, params = ("", []) if run_ids is None else (" WHERE list_contains(?, run_id)", [run_ids])
-    changed = 0
-    for run_id, text in con.execute("SELECT run_id, config FROM runs" + where, params).fetchall():
-        config = json.loads(text)
-        if config_legacy.fill_warmstart_seed(config):
+    return [(run_id, json.loads(text))
+            for run_id, text in con.execute("SELECT run_id, config FROM runs" + where, params).fetchall()]
+
+
+def fill_warmstart_seeds(con: duckdb.DuckDBPyConnection, run_ids: list[str] | None = None) -> None:
+    """Give every stored run config (of ``run_ids``; None: all) that leaves the warm-start
+    seed unset the None it ran with (store_legacy.fill_warmstart_seed)."""
+    for run_id, config in _stored_configs(con, run_ids):
+        if store_legacy.fill_warmstart_seed(config):
             con.execute("UPDATE runs SET config = ? WHERE run_id = ?", [json.dumps(config), run_id])
-            changed += 1
-    return changed
+
+
+def store_hashes(con: duckdb.DuckDBPyConnection, run_ids: list[str] | None = None) -> None:
+    """Bring every stored run config (of ``run_ids``; None: all) to today's layout, store
+    its hash, and keep the hash it was known by as ``original_hash``; point the sweep
+    cells of those runs at the new hashes."""
+    for run_id, config in _stored_configs(con, run_ids):
+        current = store_legacy.current_layout(config)
+        con.execute("UPDATE runs SET config = ?, config_hash = ?, original_hash = ? WHERE run_id = ?",
+                    [json.dumps(current, sort_keys=True), config_hash(current),
+                     store_legacy.original_hash(config), run_id])
+    if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'sweep_cells'"
+                   " AND database_name = current_database()").fetchone()[0]:
+        con.execute("UPDATE sweep_cells SET config_hash = runs.config_hash FROM runs"
+                    " WHERE sweep_cells.run_id = runs.run_id AND runs.original_hash IS NOT NULL"
+                    " AND sweep_cells.config_hash = runs.original_hash")
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -109,9 +133,23 @@ MIGRATIONS: tuple[Migration, ...] = (
     # seed); runs stored before left it unset and ran with the run seed's own warm start.
     Migration(5, "runs: stored configs name the warm-start seed they ran with (unset: None, "
                  "the run seed)", (), fill_warmstart_seeds),
+    # Hashes were recomputed from stored configs on every read, in the layout of the code
+    # that defined them; now each run stores its own, computed once.
+    Migration(6, "runs: configs in today's layout; config_hash stored with each run, the hash "
+                 "it had before kept as original_hash", (
+        "ALTER TABLE runs ADD COLUMN IF NOT EXISTS config_hash TEXT",
+        "ALTER TABLE runs ADD COLUMN IF NOT EXISTS original_hash TEXT",
+    ), store_hashes),
 )
 LATEST = MIGRATIONS[-1].version
-WARMSTART_SEED_SCHEMA = 5  # files older than this may hold runs of the old warm-start default
+
+
+def rewrite_runs(con: duckdb.DuckDBPyConnection, run_ids: list[str], found: int) -> None:
+    """Apply to ``run_ids`` (copied from a file of schema ``found``) the row rewrites of
+    every migration above ``found``, as that file's own migration would have."""
+    for migration in MIGRATIONS:
+        if migration.version > found and migration.rewrite is not None:
+            migration.rewrite(con, run_ids)
 
 _LEDGER = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -133,7 +171,7 @@ def migrate(con: duckdb.DuckDBPyConnection, found: int | None) -> list[Migration
         for statement in migration.statements:
             con.execute(statement)
         if migration.rewrite is not None:
-            migration.rewrite(con)
+            migration.rewrite(con, None)
         con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [
             migration.version, migration.description,
             datetime.now(timezone.utc).replace(tzinfo=None)])

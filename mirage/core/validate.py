@@ -12,6 +12,7 @@ from mirage.core.config import AlgorithmConfig, RunConfig
 from mirage.core.options import options_class
 from mirage.core.plugins import Plugins, build_plugins
 from mirage.core.registry import Registries, UnknownComponentError
+from mirage.core.store_legacy import MOVED
 
 
 class ConfigError(ValueError):
@@ -19,12 +20,15 @@ class ConfigError(ValueError):
 
 
 def one_line(error: ValidationError, prefix: str = "") -> str:
-    """The first pydantic error as ``field: message (got value)``."""
+    """The first pydantic error as ``field: message (got value)``; a setting of an earlier
+    layout is named with the path it has now."""
     first = error.errors()[0]
     where = ".".join(str(part) for part in first["loc"]) or "config"
     message = first["msg"].removeprefix("Value error, ")
     got = first.get("input")
     shown = "" if isinstance(got, dict) or got is None else f" (got {got!r})"
+    if first["type"] == "extra_forbidden" and f"{prefix}{where}" in MOVED:
+        shown += f"; it moved to {MOVED[prefix + where][0]}"
     return f"invalid {prefix}{where}: {message}{shown}"
 
 

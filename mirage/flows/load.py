@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mirage.core.config import config_hash
 from mirage.core.run_records import git_commit
 from mirage.core.store import RunStore, new_run_id
 from mirage.flows.cells import CELL_DB, CellSpec, cell_dir, read_outcome
@@ -21,23 +20,18 @@ REUSABLE = ("finished", "stopped")
 
 
 def completed_runs(store: RunStore) -> dict[str, str]:
-    """config hash -> id of a finished (or stopped) run, the latest per hash: the cache."""
-    found = {}
-    for row in store.list_runs():
-        if row["status"] in REUSABLE:
-            found[config_hash(row["config"])] = row["run_id"]
-    return found
+    """config hash (as stored with each run) -> id of a finished (or stopped) run, the
+    latest per hash: the cache."""
+    return {row["config_hash"]: row["run_id"] for row in store.list_runs()
+            if row["status"] in REUSABLE}
 
 
 def ran_before(root: Path, spec: CellSpec) -> bool:
     """Whether the cell's directory holds a finished (or stopped) run of exactly this
-    config, left by an earlier sweep whose load step never ran. Directories are named by
-    the config hash, which leaves out settings at their default: after a default changed,
-    the same name may hold a run of the old default, which the recorded config tells apart."""
+    config, left by an earlier sweep whose load step never ran: the outcome records the
+    hash it ran under (an outcome written before it did is run again)."""
     outcome = read_outcome(cell_dir(root, spec)) or {}
-    recorded = outcome.get("config")
-    return (outcome.get("status") in REUSABLE and recorded is not None
-            and config_hash(recorded) == spec.config_hash)
+    return outcome.get("status") in REUSABLE and outcome.get("config_hash") == spec.config_hash
 
 
 def load_cell(store: RunStore, spec: CellSpec, root: Path, *, loaded: bool = False) -> dict[str, Any]:
@@ -52,7 +46,7 @@ def load_cell(store: RunStore, spec: CellSpec, root: Path, *, loaded: bool = Fal
     if run_id is None:  # failed before its run existed (e.g. loading the model): record it
         run_id = new_run_id()
         store.create_run(run_id, spec.config, [], git_commit(), experiment=spec.experiment,
-                         cell=spec.cell, seed=spec.seed)
+                         cell=spec.cell, seed=spec.seed, config_hash=spec.config_hash)
         store.set_status(run_id, "failed", outcome["error"])
     return _row(store, spec, run_id, outcome["status"], outcome["error"], reused=False) | {"loaded": loaded}
 

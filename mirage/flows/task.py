@@ -23,7 +23,8 @@ class CellFailed(RuntimeError):
 
 def execute_cell(spec: CellSpec, root: Path) -> dict[str, Any]:
     """Run the cell from scratch into its directory; return (and write) its outcome:
-    ``{"status": finished|stopped|failed, "run_id": str|None, "error": str|None, "config": ...}``."""
+    ``{"status": finished|stopped|failed, "run_id": str|None, "error": str|None, "config": ...,
+    "config_hash": ...}``."""
     from mirage.core.config import RunConfig
     from mirage.core.loop import RunStopped, execute
 
@@ -33,7 +34,7 @@ def execute_cell(spec: CellSpec, root: Path) -> dict[str, Any]:
     db = directory / CELL_DB
     # The config travels with the outcome: a later sweep reuses the cell only for this config.
     outcome: dict[str, Any] = {"status": "finished", "run_id": None, "error": None,
-                               "config": spec.config}
+                               "config": spec.config, "config_hash": spec.config_hash}
     try:
         outcome["run_id"] = execute(RunConfig.model_validate(spec.config), db, progress=False,
                                     experiment=spec.experiment, cell=spec.cell)

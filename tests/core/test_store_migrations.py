@@ -57,7 +57,7 @@ def schema_2_store(path, run_id="old", config: dict | None = None) -> None:
 
 def test_migrations_are_numbered_in_order_up_to_the_schema_version():
     versions = [m.version for m in MIGRATIONS]
-    assert versions == sorted(set(versions)) and versions[-1] == SCHEMA_VERSION == 5
+    assert versions == sorted(set(versions)) and versions[-1] == SCHEMA_VERSION == 6
     assert all(m.description for m in MIGRATIONS)
 
 
@@ -75,7 +75,7 @@ def test_a_schema_2_store_opens_gains_the_columns_and_records_the_migration(tmp_
         ledger = con.execute("SELECT version, description FROM schema_migrations ORDER BY version").fetchall()
     finally:
         con.close()
-    assert [v for v, _ in ledger] == [3, 4, 5] and "heartbeat" in ledger[0][1]
+    assert [v for v, _ in ledger] == [3, 4, 5, 6] and "heartbeat" in ledger[0][1]
     store.update_run("old", name="baseline", tags=["a"])  # the new columns take writes
     assert RunStore(db).get_run("old")["tags"] == ["a"]
     assert store.metrics("old") == [(1, "val/success", 0.5)]
@@ -121,17 +121,48 @@ BEFORE_31 = {"seed": 3, "model": {"backend": "local", "path": None, "options": {
 def test_migration_5_names_the_warm_start_seed_old_runs_ran_with(tmp_path):
     """Runs stored before the warm-start seed's default became 0 ran with their run
     seed's own warm start: the migration writes that down (None), so a resume or a sweep
-    reads them as they ran, and their hashes stay."""
+    reads them as they ran, and the hash they were known by stays."""
     from mirage.core.config import config_hash
+    from mirage.core.store_legacy import original_hash
 
     db = tmp_path / "old.duckdb"
     schema_2_store(db, "per-seed", BEFORE_31)
-    stored_hash = config_hash(json.loads(json.dumps(BEFORE_31)) | {"model": {
-        **BEFORE_31["model"], "options": {"hidden": 64, "warmstart_seed": None}}})
+    named = {**BEFORE_31, "model": {**BEFORE_31["model"], "options": {"hidden": 64, "warmstart_seed": None}}}
     row = RunStore(db).get_run("per-seed")
     assert row["config"]["model"]["options"] == {"hidden": 64, "warmstart_seed": None}
-    assert config_hash(row["config"]) == stored_hash
-    assert config_hash(BEFORE_31) != stored_hash  # unmigrated, it would read as the new default
+    assert row["config_hash"] == config_hash(named) != config_hash(BEFORE_31)
+    assert row["original_hash"] == original_hash(named) != original_hash({**BEFORE_31, "seed": 0})
+
+
+# A run config as code before issue #21 stored it: the local backend's settings flat.
+FLAT = {"seed": 2, "filter": {"name": "quartile", "quartile": 3},
+        "model": {"backend": "local", "path": None, "hidden": 64, "decoder": "lean"}}
+
+
+def test_migration_6_stores_configs_in_todays_layout_with_their_hashes(tmp_path):
+    """The hash of a run is computed once: the migration rewrites every stored config to
+    today's layout, stores its hash and keeps the one it was known by; a sweep cell of
+    the run follows it."""
+    from mirage.core.config import config_hash
+    from mirage.core.store_legacy import original_hash
+
+    db = tmp_path / "old.duckdb"
+    schema_2_store(db, "flat", FLAT)
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE sweep_cells (sweep_id TEXT, experiment TEXT, cell TEXT, seed BIGINT,"
+                " config_hash TEXT, run_id TEXT, status TEXT, reused BOOLEAN, error TEXT, success DOUBLE,"
+                " retrieval_acc DOUBLE, entropy DOUBLE, kept_ratio DOUBLE, recorded_at TIMESTAMP)")
+    con.execute("INSERT INTO sweep_cells VALUES ('s', 'e', 'c', 2, ?, 'flat', 'finished', false,"
+                " NULL, NULL, NULL, NULL, NULL, now())", [original_hash(FLAT)])
+    con.close()
+    row = RunStore(db).get_run("flat")
+    today = {"seed": 2, "filter": {"name": "quartile", "options": {"quartile": 3}},
+             "model": {"backend": "local", "path": None, "options": {"hidden": 64, "warmstart_seed": None}}}
+    assert row["config"] == today
+    assert (row["config_hash"], row["original_hash"]) == (config_hash(today), original_hash(FLAT))
+    assert row["config_hash"] != row["original_hash"]
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT config_hash FROM sweep_cells").fetchall() == [(config_hash(today),)]
 
 
 def test_runs_imported_from_an_older_file_get_the_same_rewrite(tmp_path):
@@ -144,3 +175,16 @@ def test_runs_imported_from_an_older_file_get_the_same_rewrite(tmp_path):
     other = RunStore(tmp_path / "other.duckdb")  # from a current file: copied as it is
     assert sorted(other.import_runs(main.path)) == ["per-seed", "today"]
     assert "warmstart_seed" not in other.get_run("today")["config"]["model"]["options"]
+
+
+def test_runs_imported_from_an_older_file_are_brought_to_todays_layout_and_hashed(tmp_path):
+    from mirage.core.config import config_hash
+    from mirage.core.store_legacy import current_layout, original_hash
+
+    schema_2_store(tmp_path / "cell.duckdb", "flat", FLAT)
+    main = RunStore(tmp_path / "main.duckdb")
+    assert main.import_runs(tmp_path / "cell.duckdb") == ["flat"]
+    row = main.get_run("flat")
+    assert row["config"] == current_layout(FLAT)
+    assert (row["config_hash"], row["original_hash"]) == (config_hash(current_layout(FLAT)),
+                                                          original_hash(FLAT))

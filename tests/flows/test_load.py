@@ -7,6 +7,7 @@ import json
 import duckdb
 import pytest
 
+from mirage.core.config import config_hash
 from mirage.core.store import GroupRow, RunStore
 from mirage.core.validate import build_config
 from mirage.flows.cells import CellSpec
@@ -44,7 +45,7 @@ def write_cell(root, cell_spec: CellSpec, *, status="finished", run=True, error=
                                              **diagnosed}, [GroupRow(0, 11, 0.5, 0.25, 0.5, True)])
         store.set_status(run_id, status, error)
     outcome = {"status": status, "run_id": run_id if status != "failed" else None, "error": error,
-               "config": config}
+               "config": config, "config_hash": config and config_hash(config)}
     (directory / OUTCOME).write_text(json.dumps(outcome))
     return run_id
 
@@ -133,7 +134,9 @@ def test_a_run_of_an_earlier_results_version_is_never_reused(tmp_path):
 
 def test_a_cell_left_unloaded_is_only_reused_for_the_config_it_ran(tmp_path):
     """Cell directories are named by a hash that leaves defaults out, so after a default
-    changed the directory of a default config may hold a run of the old default."""
+    changed the directory of a default config may hold a run of the old default: the
+    hash its outcome recorded tells them apart. An outcome written before outcomes
+    recorded their hash is run again."""
     root = tmp_path / "cells"
     now = resolved(steps=2).model_dump(mode="json")
     before = resolved(steps=2, model={"options": {"warmstart_steps": 7}}).model_dump(mode="json")
@@ -143,6 +146,10 @@ def test_a_cell_left_unloaded_is_only_reused_for_the_config_it_ran(tmp_path):
     other = CellSpec("e", "c", 1, now | {"seed": 1}, resolved(steps=2, seed=1).run_hash())
     write_cell(root, other, config=now | {"seed": 1})
     assert ran_before(root, other)
+    legacy = json.loads((cell_dir(root, other) / OUTCOME).read_text())
+    del legacy["config_hash"]
+    (cell_dir(root, other) / OUTCOME).write_text(json.dumps(legacy))
+    assert not ran_before(root, other)
     failed = CellSpec("e", "c", 2, now | {"seed": 2}, resolved(steps=2, seed=2).run_hash())
     write_cell(root, failed, status="failed", run=False, config=now | {"seed": 2})
     assert not ran_before(root, failed)
