@@ -36,7 +36,7 @@ def test_a_killed_run_is_crashed_and_resumes(cli, cli_argv, tiny_config_file, tm
     proc = subprocess.Popen(
         cli_argv("run", "--config", tiny_config_file, "--db", db, "--quiet", "--name", "victim",
                  "--tag", "crash", "--tag", "test", "--note", "killed on purpose",
-                 "--set", "steps=8", "--set", "algorithm.lr=0.002", "--set", "filter.max_empty_steps=50"),
+                 "--set", "steps=8", "--set", "algorithm.lr=0.002", "--set", "max_empty_steps=50"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         row = wait_for_row(db, proc)

@@ -66,7 +66,7 @@ def command_line(process: psutil.Process) -> str:
 def test_a_killed_sweep_leaves_no_process_and_no_half_written_cell(tmp_path, cli_argv, sig):
     registry = tmp_path / "registry.yaml"
     # The tiny policy's groups all have equal returns, so top_p keeps nothing and a run
-    # would stop after filter.max_empty_steps steps: a cell could finish (and be imported
+    # would stop after max_empty_steps steps: a cell could finish (and be imported
     # into the main store) before the kill. Lifting the limit keeps every cell running.
     registry.write_text(yaml.safe_dump({"experiments": {"long": {
         "base": {"env": {"name": "frozenlake"}, "filter": {"max_empty_steps": 100_000}},
