@@ -20,8 +20,8 @@ from pathlib import Path
 
 TINY = {
     "env": {"name": "frozenlake"},
-    "model": {"hidden": 32, "layers": 1, "heads": 2, "warmstart_episodes": 40,
-              "warmstart_steps": 15, "warmstart_batch": 16},
+    "model": {"options": {"hidden": 32, "layers": 1, "heads": 2, "warmstart_episodes": 40,
+                          "warmstart_steps": 15, "warmstart_batch": 16}},
     "rollout": {"prompts": 2, "group_size": 4, "max_new_tokens": 32},
     "validation": {"episodes": 4, "every": 2},
     "steps": 2,
@@ -29,11 +29,21 @@ TINY = {
 }
 
 
+def tiny() -> dict:
+    """TINY in the layout the commit reads: the local backend's settings flat in the model
+    section before components owned their options (issue #21)."""
+    from mirage.core.config import ModelConfig
+
+    if "options" in ModelConfig.model_fields:
+        return TINY
+    return {**TINY, "model": TINY["model"]["options"]}
+
+
 def main() -> None:
     db = Path(sys.argv[1]).resolve()
     with tempfile.TemporaryDirectory() as scratch:
         config = Path(scratch) / "tiny.json"
-        config.write_text(json.dumps(TINY))
+        config.write_text(json.dumps(tiny()))
         env = {**os.environ, "MIRAGE_DISABLE_PLUGIN_AUTOLOAD": "1", "OMP_NUM_THREADS": "1",
                "MIRAGE_CACHE": str(Path(scratch) / "cache")}
         # The core program's module: mirage (its __main__) once core/cli.py stopped being a
