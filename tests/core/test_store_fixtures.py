@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from mirage.app import queries
 from mirage.app.reader import StoreReader
 from mirage.core.cli import app
+from mirage.core.config import config_hash
 from mirage.core.run_export import export_runs
 from mirage.core.store import GroupRow, RunStore
 from mirage.core.store_file import SCHEMA_VERSION
@@ -51,6 +52,7 @@ KNOWN = {
     3: Known("20261204-124900-45319f", "95a7669", 155, ("backend", "environment"), 60, sweep=True),
     4: Known("20261204-131358-23d277", "5cf0acf", 155, ("backend", "environment"), 60, sweep=True),
     5: Known("20261205-011838-e691d5", "2847123", 155, ("backend", "environment"), 60, sweep=True),
+    6: Known("20261205-042756-26274f", "c55104d", 155, ("backend", "environment"), 60, sweep=True),
 }
 VERSIONS = sorted(KNOWN)
 
@@ -108,8 +110,13 @@ def test_the_public_reads_give_what_the_old_code_wrote(version, old_store):
         known.run_id, "finished", 2, 1)
     assert run["git_commit"].startswith(known.commit)
     assert run["config"]["steps"] == 2 and run["config"]["rollout"]["group_size"] == 4
-    # each ran its run seed's own warm start (the default then), and still reads so
-    assert build_config(run["config"]).model.options["warmstart_seed"] is None
+    # until schema 6 each ran its run seed's own warm start (the default then), and still
+    # reads so; from 6 on it ran the shared one (seed 0, left unset)
+    seeds = build_config(run["config"]).model.options
+    assert seeds["warmstart_seed"] is None if version < 6 else "warmstart_seed" not in seeds
+    # its hash is stored (by migration 6, with the one it was known by, or when created)
+    assert run["config_hash"] == config_hash(run["config"])
+    assert (run["original_hash"] is None) == (version >= 6)
     assert run["created_at"].tzinfo is not None and run["finished_at"] >= run["created_at"]
     if version < 3:  # the columns schema 3 added read their defaults
         assert (run["name"], run["tags"], run["note"], run["environment"]) == (None, [], None, {})
