@@ -1,9 +1,8 @@
 """The run loop: rollout -> score -> diagnose -> filter -> update -> store, every iteration.
 
 Step 0 evaluates the starting policy (validation and diagnostics, no update). Each step
-is written to the store as it finishes, and the policy is checkpointed every
-``checkpoint_every`` steps, so a crash loses at most the steps since the checkpoint and
-``resume`` continues from it without duplicate rows.
+is written to the store as it finishes; checkpoints and resumes are
+mirage/core/checkpoints.py's.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -21,8 +19,11 @@ import torch
 
 from mirage.core import threads
 from mirage.core.batch import Batch, Selection, make_batch
+from mirage.core.checkpoints import (
+    checkpoint_due, checkpoint_root, plan_resume, restore_checkpoint, save_checkpoint,
+)
 from mirage.core.config import FilterConfig, RunConfig
-from mirage.core.heartbeat import Heartbeat, effective_status, liveness, this_process
+from mirage.core.heartbeat import Heartbeat, this_process
 from mirage.core.plugin_errors import (
     EVENT_KIND, PluginError, Suspect, backend_suspect, blamed, component, component_source, hook_suspects,
 )
@@ -35,7 +36,7 @@ from mirage.core.run_records import environment_record
 from mirage.core.scoring import score_batch
 from mirage.core.session import RunSession
 from mirage.core.store import GroupRow, RolloutRow, RunStore, new_run_id, stored_values
-from mirage.core.validate import ConfigError, logger_options, validate_config
+from mirage.core.validate import logger_options, validate_config
 
 
 class RunStopped(RuntimeError):
@@ -57,10 +58,6 @@ class FilterError(PluginError):
 
 def cache_dir() -> Path:
     return Path(os.environ.get("MIRAGE_CACHE", Path.home() / ".cache" / "mirage"))
-
-
-def checkpoint_root(store: RunStore, run_id: str) -> Path:
-    return store.path.parent / "checkpoints" / run_id
 
 
 def step_seeds(seed: int, step: int, count: int) -> list[int]:
@@ -283,7 +280,7 @@ def execute(
     """Validate, then run (or resume) a whole run; return its id. ``experiment`` and
     ``cell`` label a run of a registry grid (a sweep) in the ``runs`` table; ``name``,
     ``tags`` and ``note`` are the researcher's labels. A resume follows
-    :func:`plan_resume`'s rules; ``extend_to`` raises a resumed run's steps. While the run
+    :func:`mirage.core.checkpoints.plan_resume`'s rules; ``extend_to`` raises a resumed run's steps. While the run
     works, a :class:`Heartbeat` tells readers that its process is alive."""
     plugins = plugins or build_plugins()
     resume_from = 0
@@ -301,9 +298,7 @@ def execute(
     root = checkpoint_root(store, run_id)
     start = 0
     if resume:
-        start = _restore(session, root)
-        if start != resume_from:
-            raise ConfigError(f"--resume: the checkpoint of step {resume_from} in {root} went away")
+        start = restore_checkpoint(session, root, resume_from)
         extended = config.model_dump(mode="json") if extend_to is not None else None
         store.resume_run(run_id, start, f"resumed from checkpoint at step {start}"
                          + (f", extended to {config.steps} steps" if extended else ""), extended,
@@ -349,8 +344,8 @@ def _train(session: RunSession, store: RunStore, run_id: str, start: int, root: 
             store.record_step(run_id, step, metrics, group_rows(batch),
                               rollout_rows(batch, config.rollout.stored_trajectories))
             hooks.step_end(step, stored_values(metrics))  # loggers see what the store has
-            if step and (step % config.checkpoint_every == 0 or step == config.steps):
-                _checkpoint(session, root, step)
+            if checkpoint_due(config, step):
+                save_checkpoint(session, root, step)
             bar.update(step, metrics)
             _record_notices(session, store, run_id, step, bar)
             if on_step:
@@ -402,74 +397,3 @@ def _step0_diagnostics(run: RunSession, batch: Batch) -> dict[str, float]:
         return diagnose(run, batch)
     finally:
         run.step = 0
-
-
-def _checkpoint(run: RunSession, root: Path, step: int) -> None:
-    target = root / f"step-{step:06d}"
-    tmp = root / f".tmp-{step:06d}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    run.backend.save(tmp)
-    (tmp / "session.json").write_text(json.dumps({"step": step, "state": run.state}))
-    tmp.rename(target)  # a checkpoint exists whole or not at all
-    for old in root.glob("step-*"):
-        if old != target:
-            shutil.rmtree(old, ignore_errors=True)
-
-
-def latest_checkpoint(root: Path) -> int | None:
-    """The step of the newest whole checkpoint under ``root``, or None."""
-    found = sorted(root.glob("step-*"))
-    return int(found[-1].name.removeprefix("step-")) if found else None
-
-
-def plan_resume(db: Path, run_id: str, extend_to: int | None) -> tuple[RunConfig, int]:
-    """The config to resume ``run_id`` with and the step it restarts from; ConfigError
-    (nothing written) when the resume would lose results:
-
-    - a run whose process is alive (its heartbeat, mirage/core/heartbeat.py) is refused;
-    - a finished run is complete: resuming it is refused unless ``extend_to`` asks for
-      more steps than it has, and its final checkpoint is there to continue from;
-    - a resume only deletes steps it can recompute: those after its newest checkpoint
-      (step 0, the starting policy, counts as one). Steps that a missing checkpoint
-      covered (a run loaded from a sweep cell keeps its checkpoints in the cell's folder,
-      not beside the store) are never deleted: the resume is refused, naming the path.
-    """
-    if not db.exists():
-        raise ConfigError(f"--resume: no run store at {db}")
-    store = RunStore(db)
-    row = store.get_run(run_id)
-    if row is None:
-        raise ConfigError(f"--resume: no run {run_id!r} in {db}")
-    # A run from before heartbeats (no process recorded) is resumable, as it always was.
-    if row.get("pid") and effective_status(row) == "running":
-        raise ConfigError(f"--resume {run_id}: the run is still running ({liveness(row)}); "
-                          "a run is resumed once it has crashed, failed or stopped")
-    config = RunConfig.model_validate(row["config"])
-    last = row["last_step"] or 0
-    root = checkpoint_root(store, run_id)
-    latest = latest_checkpoint(root) or 0
-    if extend_to is not None and extend_to <= config.steps:
-        raise ConfigError(f"--resume {run_id}: --steps {extend_to} does not extend its {config.steps} steps")
-    if row["status"] == "finished" and extend_to is None:
-        raise ConfigError(f"run {run_id} is finished (steps 0-{last}); nothing to resume "
-                          f"(to add steps: --resume {run_id} --steps N with N > {config.steps})")
-    needed = last if row["status"] == "finished" else last - config.checkpoint_every
-    if latest < needed:
-        raise ConfigError(
-            f"--resume {run_id}: no checkpoint at step {max(needed, 1)} or later in {root} "
-            f"(newest: {latest or 'none'}); resuming would delete steps {latest + 1}-{last}, "
-            "which it cannot recompute")
-    if extend_to is not None:
-        config.steps = extend_to
-    return config, latest
-
-
-def _restore(run: RunSession, root: Path) -> int:
-    found = sorted(root.glob("step-*"))
-    if not found:
-        return 0
-    latest = found[-1]
-    run.backend.load(latest)
-    saved = json.loads((latest / "session.json").read_text())
-    run.state = saved["state"]
-    return int(saved["step"])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mirage.core.config import RunConfig
-from mirage.core.loop import checkpoint_root
+from mirage.core.checkpoints import checkpoint_root
 from mirage.core.store import GroupRow, RunStore
 
 
