@@ -34,7 +34,7 @@ def mirage_cross_score(run: RunSession, contexts: list[list[int]], responses: li
 def mirage_diagnose(run: RunSession, batch: Batch):
     metrics: dict[str, float] = {}
     for name, diagnostic in run.diagnostics.items():
-        if diagnostic.due(run.step):
+        if diagnostic.due(max(run.step, 1)):  # step 0 (the starting policy) asks as step 1
             measured = diagnostic.measure(run, batch)
             # checked here, where the diagnostic (not this stage plugin) can be named
             owner = run.plugins.registries.diagnostics.owner(name)

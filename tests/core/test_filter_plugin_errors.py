@@ -24,8 +24,9 @@ from mirage.core import loop
 from mirage.core.batch import Batch, Selection
 from mirage.core.components import Diagnostic, Filter
 from mirage.core.cli import app
-from mirage.core.loop import EmptyStepsError, FilterError, execute
+from mirage.core.loop import EmptyStepsError, execute
 from mirage.core.plugin_errors import PluginError, Suspect, culprit
+from mirage.core.stages import FilterError
 from mirage.core.store import RunStore
 from mirage.core.validate import build_config
 
@@ -142,8 +143,8 @@ def test_cli_names_the_plugin_file_and_line_and_stores_the_traceback(
     message = event["message"]
     assert message.startswith("filter 'boom' (plugin 'bad_filters') raised during selection")
     assert "Traceback (most recent call last)" in message
-    # the whole chain: the loop's call, the filter's select, the helper that raised
-    assert "mirage/core/loop.py" in message
+    # the whole chain: the filter stage's call, the filter's select, the helper that raised
+    assert "mirage/core/stages.py" in message
     assert f'File "{source}", line {call_line}, in select' in message
     assert f'File "{source}", line {raise_line}, in explode' in message
     assert message.rstrip().endswith("ValueError: selection exploded at 2")
