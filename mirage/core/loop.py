@@ -1,18 +1,17 @@
 """The run loop: rollout -> score -> diagnose -> filter -> update -> store, every iteration.
 
 Step 0 evaluates the starting policy (validation and diagnostics, no update). Each step
-is written to the store as it finishes, and the policy is checkpointed every
-``checkpoint_every`` steps, so a crash loses at most the steps since the checkpoint and
-``resume`` continues from it without duplicate rows.
+is written to the store as it finishes; checkpoints and resumes are
+mirage/core/checkpoints.py's.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
-import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,22 +19,25 @@ import numpy as np
 import torch
 
 from mirage.core import threads
-from mirage.core.batch import Batch, Selection, make_batch
-from mirage.core.config import RunConfig
-from mirage.core.heartbeat import Heartbeat, effective_status, liveness, this_process
-from mirage.core.plugin_errors import (
-    EVENT_KIND, PluginError, Suspect, backend_suspect, blamed, component, component_source, hook_suspects,
+from mirage.core.batch import Batch, make_batch
+from mirage.core.checkpoints import (
+    checkpoint_due, checkpoint_root, plan_resume, restore_checkpoint, save_checkpoint,
 )
+from mirage.core.config import RunConfig
+from mirage.core.heartbeat import Heartbeat, this_process
+from mirage.core.plugin_errors import EVENT_KIND, PluginError
 from mirage.core.plugin_failures import EVENT_KIND as SET_ASIDE_EVENT
-from mirage.core.plugin_results import check_metrics, check_selection
 from mirage.core.plugins import Plugins, build_plugins
 from mirage.core.progress import Progress
 from mirage.core.run_hooks import RunHooks
 from mirage.core.run_records import environment_record
 from mirage.core.scoring import score_batch
 from mirage.core.session import RunSession
+from mirage.core.stages import (
+    apply_filter, backend_metrics, batch_metrics, diagnose, rollout, update, validate_policy,
+)
 from mirage.core.store import GroupRow, RolloutRow, RunStore, new_run_id, stored_values
-from mirage.core.validate import ConfigError, build_component, validate_config
+from mirage.core.validate import build_component, validate_config
 
 
 class RunStopped(RuntimeError):
@@ -50,17 +52,8 @@ class CollapseAlarmStop(RunStopped):
     """The collapse alarm fired and ``diagnostics.alarm.stop`` is on."""
 
 
-class FilterError(PluginError):
-    """A filter raised during selection; the message names it, its plugin and the file
-    and line that raised."""
-
-
 def cache_dir() -> Path:
     return Path(os.environ.get("MIRAGE_CACHE", Path.home() / ".cache" / "mirage"))
-
-
-def checkpoint_root(store: RunStore, run_id: str) -> Path:
-    return store.path.parent / "checkpoints" / run_id
 
 
 def step_seeds(seed: int, step: int, count: int) -> list[int]:
@@ -68,185 +61,60 @@ def step_seeds(seed: int, step: int, count: int) -> list[int]:
     return [int(s) for s in np.random.SeedSequence([seed, step]).generate_state(count)]
 
 
-def open_session(config: RunConfig, plugins: Plugins, env_options: Any) -> RunSession:
-    reg = plugins.registries
-
+def build_components(config: RunConfig, plugins: Plugins) -> dict[str, Any]:
+    """The components the run selected, each built as ``cls(config, options)``."""
     def build(kind: str, name: str) -> Any:
-        return build_component(config, reg, kind, name)
+        return build_component(config, plugins.registries, kind, name)
 
-    return RunSession(
-        config=config,
-        plugins=plugins,
-        env_cls=reg.envs.get(config.env.name),
-        env_options=env_options,
-        backend=build("backend", config.model.backend),
-        algorithm=build("algorithm", config.algorithm.name),
-        filter=build("filter", config.filter.name),
-        diagnostics={n: build("diagnostic", n) for n in config.diagnostics.names},
-        loggers={n: build("logger", n) for n in config.loggers.names},
-    )
-
-
-def batch_metrics(batch: Batch, prefix: str) -> dict[str, float]:
-    turns = [turn for t in batch.trajectories for turn in t.turns]
     return {
-        f"{prefix}/success": batch.success_rate(),
-        f"{prefix}/return": batch.mean_return(),
-        f"{prefix}/turns": len(turns) / max(len(batch.trajectories), 1),
-        f"{prefix}/format_valid": sum(t.format_ok for t in turns) / max(len(turns), 1),
-        f"{prefix}/response_tokens": sum(len(t.response_ids) for t in turns) / max(len(turns), 1),
+        "backend": build("backend", config.model.backend),
+        "algorithm": build("algorithm", config.algorithm.name),
+        "filter": build("filter", config.filter.name),
+        "diagnostics": {n: build("diagnostic", n) for n in config.diagnostics.names},
+        "loggers": {n: build("logger", n) for n in config.loggers.names},
     }
 
 
-def validate_policy(run: RunSession) -> dict[str, float]:
-    """Success on the fixed validation set at the validation temperature (and greedy)."""
-    val = run.config.validation
-    seeds = [val.seed + i for i in range(val.episodes)]
-    metrics: dict[str, float] = {}
-    modes = [("val", False)] + ([("val_greedy", True)] if val.greedy else [])
-    for name, greedy in modes:
-        torch.manual_seed(val.seed)
-        batch = make_batch(0, seeds, 1, temperature=val.temperature, greedy=greedy)
-        rollout(run, batch, "validation")
-        metrics[f"{name}/success"] = batch.success_rate()
-        metrics[f"{name}/return"] = batch.mean_return()
-    return metrics
+def open_session(config: RunConfig, plugins: Plugins, env_options: Any) -> RunSession:
+    """The run's session: its config, plugins, environment class and components."""
+    return RunSession(config=config, plugins=plugins, env_cls=plugins.registries.envs.get(config.env.name),
+                      env_options=env_options, **build_components(config, plugins))
+
+
+@contextmanager
+def timed(timings: dict[str, float], name: str) -> Iterator[None]:
+    """Add the block's wall time to ``timings`` as ``time/NAME``."""
+    mark = time.perf_counter()
+    yield
+    timings[f"time/{name}"] = time.perf_counter() - mark
 
 
 def run_step(run: RunSession, step: int) -> tuple[dict[str, float], Batch]:
-    """One iteration; returns its metrics and the batch."""
+    """One iteration: rollout -> score -> diagnose -> filter -> update; returns the step's
+    metrics (each stage's time among them) and its batch. Step 0 measures the starting
+    policy: it ends after diagnose."""
     cfg = run.config
     run.step = step
     torch.manual_seed(int(np.random.SeedSequence([cfg.seed, step, 1]).generate_state(1)[0]))
-    timings: dict[str, float] = {}
     started = time.perf_counter()
-    batch = make_batch(step, step_seeds(cfg.seed, step, cfg.rollout.prompts), cfg.rollout.group_size,
-                       temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
-                       min_p=cfg.rollout.min_p)
-    rollout(run, batch, "rollout")
-    timings["time/rollout"] = time.perf_counter() - started
-    mark = time.perf_counter()
-    score_batch(run, batch)
-    timings["time/score"] = time.perf_counter() - mark
-    metrics = batch_metrics(batch, "train")
+    timings: dict[str, float] = {}
+    with timed(timings, "rollout"):
+        batch = make_batch(step, step_seeds(cfg.seed, step, cfg.rollout.prompts), cfg.rollout.group_size,
+                           temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
+                           min_p=cfg.rollout.min_p)
+        rollout(run, batch, "rollout")
+    with timed(timings, "score"):
+        score_batch(run, batch)
     # Diagnostics see the whole batch under the policy that sampled it (PAPER.md section 6).
-    metrics |= diagnose(run, batch) if step else _step0_diagnostics(run, batch)
+    metrics = batch_metrics(batch, "train") | diagnose(run, batch)
     if step == 0:
         return metrics | timings, batch
-    mark = time.perf_counter()
-    selection = apply_filter(run, batch)
-    timings["time/filter"] = time.perf_counter() - mark
-    metrics |= selection.metrics | kept_metrics(batch)
-    batch.loss_scale = loss_scale(metrics["filter/kept_trajectories"] / len(batch.trajectories), cfg)
-    metrics["filter/loss_scale"] = batch.loss_scale
-    mark = time.perf_counter()
-    if metrics["filter/kept_trajectories"] > 0:  # else an empty step: nothing to train on
-        algorithm = component(component_source(run, "algorithms", cfg.algorithm.name), run.algorithm)
-        with blamed("the update", step, lambda: [algorithm, *hook_suspects(run, "mirage_update"),
-                                                 backend_suspect(run)]):
-            updated = run.hook.mirage_update(run=run, batch=batch)
-        check_metrics(updated, algorithm.source, step)
-        metrics |= dict(updated or {})
-        run.state["empty_streak"] = 0
-    else:
-        run.state["empty_streak"] = run.state.get("empty_streak", 0) + 1
-    metrics["filter/empty_streak"] = float(run.state.get("empty_streak", 0))
-    timings["time/update"] = time.perf_counter() - mark
+    with timed(timings, "filter"):
+        metrics |= apply_filter(run, batch)
+    with timed(timings, "update"):
+        metrics |= update(run, batch, metrics["filter/kept_trajectories"])
     timings["time/step"] = time.perf_counter() - started
     return metrics | timings, batch
-
-
-def apply_filter(run: RunSession, batch: Batch) -> Selection:
-    """The filter stage: select and mark the kept groups. An exception in it is raised
-    again as a FilterError naming the filter (or filter hook) whose code raised, its plugin,
-    file and line (mirage/core/plugin_errors.py), and a
-    malformed selection or metric stops it with a PluginResultError (the run then fails
-    with that message; the steps already stored stay)."""
-    chosen = component(component_source(run, "filters", run.config.filter.name), run.filter)
-    with blamed("selection", batch.step, lambda: [chosen, *hook_suspects(run, "mirage_filter")],
-                error_class=FilterError, named=chosen):
-        selection = run.hook.mirage_filter(run=run, batch=batch)
-    check_selection(selection, batch, chosen.source)
-    batch.apply(selection)
-    return selection
-
-
-def diagnostic_source(run: RunSession, name: str) -> str:
-    return component_source(run, "diagnostics", name)
-
-
-def rollout(run: RunSession, batch: Batch, stage: str) -> None:
-    """The rollout hooks on ``batch``; an exception names the environment, backend or
-    rollout plugin whose code raised it."""
-    def suspects() -> list[Suspect]:
-        env = Suspect(component_source(run, "envs", run.config.env.name), run.env_cls.__module__)
-        return [env, *hook_suspects(run, "mirage_rollout"), backend_suspect(run)]
-
-    with blamed(stage, run.step, suspects):
-        run.backend.sync_weights()  # a separate sampler gets the weights the last update made
-        run.hook.mirage_rollout(run=run, batch=batch)
-
-
-def backend_metrics(run: RunSession, step: int) -> dict[str, float]:
-    """What the backend measured during the step (``Backend.step_metrics``), drained once
-    the step's last generation (validation) is done."""
-    measured = run.backend.step_metrics()
-    check_metrics(measured, component_source(run, "backends", run.config.model.backend), step)
-    return dict(measured or {})
-
-
-def kept_metrics(batch: Batch) -> dict[str, float]:
-    """What the update will see, counted on the batch after the selection was applied
-    (so they are right whatever metrics a third-party filter reports)."""
-    kept = batch.kept_groups()
-    return {
-        "filter/kept_groups": float(len(kept)),
-        "filter/kept_ratio": batch.kept_ratio,
-        "filter/kept_trajectories": float(sum(len(g.kept_trajectories()) for g in kept)),
-    }
-
-
-def loss_scale(kept_share: float, config: RunConfig) -> float:
-    """Advantage multiplier after filtering (PAPER.md section 6, reference code): the kept
-    share of the P x G trajectories (the kept group ratio for prompt-level filters) for
-    ``linear``, its square root for ``sqrt``, 1 for ``none`` (``config.loss_scaling``);
-    times ``filter.rho`` with ``step_size_matching`` (PAPER.md section 4: the loss is
-    scaled by rho)."""
-    scale = {"none": 1.0, "linear": kept_share, "sqrt": math.sqrt(kept_share)}[config.loss_scaling]
-    return scale * (config.filter.rho if config.step_size_matching else 1.0)
-
-
-def diagnose(run: RunSession, batch: Batch) -> dict[str, float]:
-    """Every ``mirage_diagnose`` implementation's metrics, each checked and attributed to
-    its plugin, then every diagnostic's ``review`` of them."""
-    mark = time.perf_counter()
-    merged: dict[str, float] = {}
-    impls = run.hook.mirage_diagnose.get_hookimpls()
-    for impl in reversed(impls):  # pluggy's own call order
-        others = [other.plugin for other in impls if other.plugin is not impl.plugin]
-        only_this = run.plugins.manager.subset_hook_caller("mirage_diagnose", others)
-        with blamed("diagnosis", batch.step, lambda: diagnose_suspects(run, impl)):
-            results = only_this(run=run, batch=batch)
-        for result in results:
-            check_metrics(result, f"mirage_diagnose of plugin {impl.plugin_name!r}", batch.step)
-            merged |= dict(result or {})
-    for name, diagnostic in run.diagnostics.items():  # reviews read every diagnostic's numbers
-        source = diagnostic_source(run, name)
-        with blamed("review", batch.step, lambda: [component(source, diagnostic)]):
-            reviewed = diagnostic.review(run, merged)
-        check_metrics(reviewed, source, batch.step)
-        merged |= dict(reviewed or {})
-    if merged:
-        merged["time/diagnose"] = time.perf_counter() - mark
-    return merged
-
-
-def diagnose_suspects(run: RunSession, impl: Any) -> list[Suspect]:
-    """The diagnostics, the ``mirage_diagnose`` implementation ``impl`` and the backend."""
-    diagnostics = [component(diagnostic_source(run, name), diagnostic)
-                   for name, diagnostic in run.diagnostics.items()]
-    this = Suspect(f"mirage_diagnose of plugin {impl.plugin_name!r}", impl.function.__module__)
-    return [*diagnostics, this, backend_suspect(run)]
 
 
 def group_rows(batch: Batch) -> list[GroupRow]:
@@ -286,8 +154,9 @@ def execute(
     """Validate, then run (or resume) a whole run; return its id. ``experiment`` and
     ``cell`` label a run of a registry grid (a sweep) in the ``runs`` table; ``name``,
     ``tags`` and ``note`` are the researcher's labels. A resume follows
-    :func:`plan_resume`'s rules; ``extend_to`` raises a resumed run's steps. While the run
-    works, a :class:`Heartbeat` tells readers that its process is alive."""
+    :func:`mirage.core.checkpoints.plan_resume`'s rules; ``extend_to`` raises a resumed
+    run's steps. While the run works, a :class:`Heartbeat` tells readers that its process
+    is alive."""
     plugins = plugins or build_plugins()
     resume_from = 0
     if resume:
@@ -304,9 +173,7 @@ def execute(
     root = checkpoint_root(store, run_id)
     start = 0
     if resume:
-        start = _restore(session, root)
-        if start != resume_from:
-            raise ConfigError(f"--resume: the checkpoint of step {resume_from} in {root} went away")
+        start = restore_checkpoint(session, root, resume_from)
         extended = config.model_dump(mode="json") if extend_to is not None else None
         store.resume_run(run_id, start, f"resumed from checkpoint at step {start}"
                          + (f", extended to {config.steps} steps" if extended else ""), extended,
@@ -335,16 +202,18 @@ def execute(
 
 def _train(session: RunSession, store: RunStore, run_id: str, start: int, root: Path,
            bar: Progress, on_step: Callable[[int, dict[str, float]], None] | None) -> None:
-    """Steps ``start`` (or the one after a resumed checkpoint) to ``config.steps``; a
-    stop, an interrupt or an error sets the run's status before it is raised again, and
-    the run hooks (loggers) hear of the start, every stored step and the end."""
+    """The steps after ``start`` (a resumed run's checkpoint; a new run, or one resumed
+    without a checkpoint, runs from step 0) to ``config.steps``; a stop, an interrupt or
+    an error sets the run's status before it is raised again, and the run hooks (loggers)
+    hear of the start, every stored step and the end."""
     config = session.config
+    first = start + 1 if start else 0
     hooks = RunHooks(session, run_id)
-    hooks.start(store.path.parent, start if start == 0 else start + 1)
+    hooks.start(store.path.parent, first)
     _record_notices(session, store, run_id, start, bar)
     status, reason = "finished", None
     try:
-        for step in range(start if start == 0 else start + 1, config.steps + 1):
+        for step in range(first, config.steps + 1):
             metrics, batch = run_step(session, step)
             if step == 0 or step % config.validation.every == 0 or step == config.steps:
                 metrics |= validate_policy(session)
@@ -352,23 +221,17 @@ def _train(session: RunSession, store: RunStore, run_id: str, start: int, root: 
             store.record_step(run_id, step, metrics, group_rows(batch),
                               rollout_rows(batch, config.rollout.stored_trajectories))
             hooks.step_end(step, stored_values(metrics))  # loggers see what the store has
-            if step and (step % config.checkpoint_every == 0 or step == config.steps):
-                _checkpoint(session, root, step)
+            if checkpoint_due(config, step):
+                save_checkpoint(session, root, step)
             bar.update(step, metrics)
             _record_notices(session, store, run_id, step, bar)
             if on_step:
                 on_step(step, metrics)
-            if metrics.get("alarm/collapse") == 1.0 and config.diagnostics.alarm.stop:
-                message = "the collapse alarm fired (diagnostics.alarm.stop is on)"
+            if stop := stop_rule(session, metrics):
+                error, message = stop
                 store.record_event(run_id, step, "stopped", message)
                 store.set_status(run_id, "stopped", message)
-                raise CollapseAlarmStop(f"run {run_id}: {message}")
-            if session.state.get("empty_streak", 0) >= config.max_empty_steps:
-                message = (f"filter {config.filter.name!r} kept no group for "
-                           f"{config.max_empty_steps} steps in a row")
-                store.record_event(run_id, step, "stopped", message)
-                store.set_status(run_id, "stopped", message)
-                raise EmptyStepsError(f"run {run_id}: {message}")
+                raise error(f"run {run_id}: {message}")
     except RunStopped as stop:
         status, reason = "stopped", str(stop)
         raise
@@ -390,6 +253,19 @@ def _train(session: RunSession, store: RunStore, run_id: str, start: int, root: 
         bar.close()
 
 
+def stop_rule(run: RunSession, metrics: dict[str, float]) -> tuple[type[RunStopped], str] | None:
+    """Whether the run stops itself after a step, and why: the collapse alarm fired (and
+    ``diagnostics.alarm.stop`` is on), or the filter kept nothing ``max_empty_steps`` times
+    in a row."""
+    config = run.config
+    if metrics.get("alarm/collapse") == 1.0 and config.diagnostics.alarm.stop:
+        return CollapseAlarmStop, "the collapse alarm fired (diagnostics.alarm.stop is on)"
+    if run.state.get("empty_streak", 0) >= config.max_empty_steps:
+        return EmptyStepsError, (f"filter {config.filter.name!r} kept no group for "
+                                 f"{config.max_empty_steps} steps in a row")
+    return None
+
+
 def _record_notices(session: RunSession, store: RunStore, run_id: str, step: int,
                     bar: Progress) -> None:
     """Write the notices the stages and run hooks raised to the store's events and show them."""
@@ -397,82 +273,3 @@ def _record_notices(session: RunSession, store: RunStore, run_id: str, step: int
         store.record_event(run_id, step, kind, message)
         bar.warn(message)
     session.notices.clear()
-
-
-def _step0_diagnostics(run: RunSession, batch: Batch) -> dict[str, float]:
-    run.step = 1  # diagnostics due at step 1 also describe the starting policy
-    try:
-        return diagnose(run, batch)
-    finally:
-        run.step = 0
-
-
-def _checkpoint(run: RunSession, root: Path, step: int) -> None:
-    target = root / f"step-{step:06d}"
-    tmp = root / f".tmp-{step:06d}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    run.backend.save(tmp)
-    (tmp / "session.json").write_text(json.dumps({"step": step, "state": run.state}))
-    tmp.rename(target)  # a checkpoint exists whole or not at all
-    for old in root.glob("step-*"):
-        if old != target:
-            shutil.rmtree(old, ignore_errors=True)
-
-
-def latest_checkpoint(root: Path) -> int | None:
-    """The step of the newest whole checkpoint under ``root``, or None."""
-    found = sorted(root.glob("step-*"))
-    return int(found[-1].name.removeprefix("step-")) if found else None
-
-
-def plan_resume(db: Path, run_id: str, extend_to: int | None) -> tuple[RunConfig, int]:
-    """The config to resume ``run_id`` with and the step it restarts from; ConfigError
-    (nothing written) when the resume would lose results:
-
-    - a run whose process is alive (its heartbeat, mirage/core/heartbeat.py) is refused;
-    - a finished run is complete: resuming it is refused unless ``extend_to`` asks for
-      more steps than it has, and its final checkpoint is there to continue from;
-    - a resume only deletes steps it can recompute: those after its newest checkpoint
-      (step 0, the starting policy, counts as one). Steps that a missing checkpoint
-      covered (a run loaded from a sweep cell keeps its checkpoints in the cell's folder,
-      not beside the store) are never deleted: the resume is refused, naming the path.
-    """
-    if not db.exists():
-        raise ConfigError(f"--resume: no run store at {db}")
-    store = RunStore(db)
-    row = store.get_run(run_id)
-    if row is None:
-        raise ConfigError(f"--resume: no run {run_id!r} in {db}")
-    # A run from before heartbeats (no process recorded) is resumable, as it always was.
-    if row.get("pid") and effective_status(row) == "running":
-        raise ConfigError(f"--resume {run_id}: the run is still running ({liveness(row)}); "
-                          "a run is resumed once it has crashed, failed or stopped")
-    config = RunConfig.model_validate(row["config"])
-    last = row["last_step"] or 0
-    root = checkpoint_root(store, run_id)
-    latest = latest_checkpoint(root) or 0
-    if extend_to is not None and extend_to <= config.steps:
-        raise ConfigError(f"--resume {run_id}: --steps {extend_to} does not extend its {config.steps} steps")
-    if row["status"] == "finished" and extend_to is None:
-        raise ConfigError(f"run {run_id} is finished (steps 0-{last}); nothing to resume "
-                          f"(to add steps: --resume {run_id} --steps N with N > {config.steps})")
-    needed = last if row["status"] == "finished" else last - config.checkpoint_every
-    if latest < needed:
-        raise ConfigError(
-            f"--resume {run_id}: no checkpoint at step {max(needed, 1)} or later in {root} "
-            f"(newest: {latest or 'none'}); resuming would delete steps {latest + 1}-{last}, "
-            "which it cannot recompute")
-    if extend_to is not None:
-        config.steps = extend_to
-    return config, latest
-
-
-def _restore(run: RunSession, root: Path) -> int:
-    found = sorted(root.glob("step-*"))
-    if not found:
-        return 0
-    latest = found[-1]
-    run.backend.load(latest)
-    saved = json.loads((latest / "session.json").read_text())
-    run.state = saved["state"]
-    return int(saved["step"])

@@ -1,5 +1,8 @@
 """Which plugin's code raised: a stage's exception named by its plugin, file and line.
 
+:func:`call_stage` is how the run loop calls every stage: the hook call, this blame for
+an exception in it and the check of its result (mirage/core/plugin_results.py).
+
 A plugin author reads one line (``filter 'boom' (plugin 'bad_filters') raised during
 selection at step 2, at /home/me/bad_filters.py:12: ValueError: ...``) and finds the full
 traceback in the run's events (kind ``error``). The line is the deepest frame of the
@@ -15,11 +18,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mirage.core.plugin_results import PluginResultError
 
 EVENT_KIND = "error"
+
+Result = TypeVar("Result")
 
 
 class PluginError(RuntimeError):
@@ -110,3 +115,17 @@ def blamed(stage: str, step: int, suspects: Callable[[], Sequence[Suspect]], *,
             f"{source} raised during {stage} at step {step}{place}: {type(error).__name__}: {error}",
             "".join(traceback.format_exception(error)),
         ) from error
+
+
+def call_stage(run: Any, stage: str, call: Callable[[], Result], suspects: Callable[[], Sequence[Suspect]],
+               check: Callable[[Result], object] | None = None, *,
+               error_class: type[PluginError] = PluginError, named: Suspect | None = None) -> Result:
+    """Call one stage at ``run.step`` and return its result: ``call()`` calls its hook, an
+    exception in it is raised again naming the suspect whose code raised (:func:`blamed`,
+    with ``error_class`` and ``named``), then ``check(result)`` stops the run on a
+    malformed result with a PluginResultError naming the plugin."""
+    with blamed(stage, run.step, suspects, error_class=error_class, named=named):
+        result = call()
+    if check is not None:
+        check(result)
+    return result

@@ -24,6 +24,12 @@ class PluginResultError(RuntimeError):
     """A plugin returned a malformed result; the message is one line naming it."""
 
 
+class CheckedMetrics(dict):
+    """Metrics that were checked where they were measured, by code that could name what
+    measured each (the built-in ``mirage_diagnose`` names each diagnostic):
+    ``check_metrics`` lets them through, so no metric is checked twice."""
+
+
 def check_selection(selection: Any, batch: Batch, source: str) -> None:
     """Raise PluginResultError unless ``selection`` is a Selection whose group indices are
     unique integers in ``range(P)`` and whose per-group samples are unique integers in
@@ -36,7 +42,7 @@ def check_selection(selection: Any, batch: Batch, source: str) -> None:
 def check_metrics(metrics: Any, source: str, step: int) -> None:
     """Raise PluginResultError unless ``metrics`` maps well-formed names to real numbers
     that are finite or NaN (NaN means undefined: the store does not keep it)."""
-    if metrics is None:
+    if metrics is None or isinstance(metrics, CheckedMetrics):
         return
     if not isinstance(metrics, Mapping):
         raise PluginResultError(f"{source} returned metrics that are not a mapping at step {step}: "

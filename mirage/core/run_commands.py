@@ -178,7 +178,7 @@ def rename(run: str = _RUN, name: str = typer.Argument(..., help="the new name")
 def delete(run: list[str] = typer.Argument(..., help="runs to delete"),
            yes: bool = typer.Option(False, "--yes", help="do not ask"), db: Optional[Path] = _DB) -> None:
     """Delete runs with all their rows and their checkpoints (checkpoints/RUN_ID beside the store)."""
-    from mirage.core.loop import checkpoint_root
+    from mirage.core.checkpoints import checkpoint_root
 
     store = _store(db)
     rows = _resolve(store, run)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mirage.core.plugin_errors import backend_suspect, blamed, hook_suspects
+from mirage.core.plugin_errors import backend_suspect, call_stage, hook_suspects
 
 if TYPE_CHECKING:
     from mirage.core.batch import Batch
@@ -19,9 +19,10 @@ def score_batch(run: RunSession, batch: Batch) -> None:
     turns = [turn for t in batch.trajectories for turn in t.turns if turn.response_ids]
     if not turns:
         return
-    with blamed("scoring", run.step, lambda: hook_suspects(run, "mirage_score") + [backend_suspect(run)]):
-        logprobs = run.hook.mirage_score(
-            run=run, contexts=[t.context_ids for t in turns], responses=[t.response_ids for t in turns]
-        )
+    logprobs = call_stage(
+        run, "scoring",
+        lambda: run.hook.mirage_score(run=run, contexts=[t.context_ids for t in turns],
+                                      responses=[t.response_ids for t in turns]),
+        lambda: hook_suspects(run, "mirage_score") + [backend_suspect(run)])
     for turn, values in zip(turns, logprobs):
         turn.old_logprobs = values

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from mirage.core.batch import Batch, Selection
 from mirage.core.hookspecs import hookimpl
-from mirage.core.plugin_results import check_metrics
+from mirage.core.plugin_errors import component_source
+from mirage.core.plugin_results import CheckedMetrics, check_metrics
 from mirage.core.session import RunSession
 
 
@@ -32,12 +33,11 @@ def mirage_cross_score(run: RunSession, contexts: list[list[int]], responses: li
 
 @hookimpl
 def mirage_diagnose(run: RunSession, batch: Batch):
-    metrics: dict[str, float] = {}
+    metrics = CheckedMetrics()
     for name, diagnostic in run.diagnostics.items():
-        if diagnostic.due(run.step):
+        if diagnostic.due(max(run.step, 1)):  # step 0 (the starting policy) asks as step 1
             measured = diagnostic.measure(run, batch)
             # checked here, where the diagnostic (not this stage plugin) can be named
-            owner = run.plugins.registries.diagnostics.owner(name)
-            check_metrics(measured, f"diagnostic {name!r} (plugin {owner!r})", batch.step)
+            check_metrics(measured, component_source(run, "diagnostics", name), batch.step)
             metrics.update(measured)
     return metrics

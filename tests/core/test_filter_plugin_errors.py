@@ -24,8 +24,9 @@ from mirage.core import loop
 from mirage.core.batch import Batch, Selection
 from mirage.core.components import Diagnostic, Filter
 from mirage.core.cli import app
-from mirage.core.loop import EmptyStepsError, FilterError, execute
+from mirage.core.loop import EmptyStepsError, execute
 from mirage.core.plugin_errors import PluginError, Suspect, culprit
+from mirage.core.stages import FilterError
 from mirage.core.store import RunStore
 from mirage.core.validate import build_config
 
@@ -142,8 +143,8 @@ def test_cli_names_the_plugin_file_and_line_and_stores_the_traceback(
     message = event["message"]
     assert message.startswith("filter 'boom' (plugin 'bad_filters') raised during selection")
     assert "Traceback (most recent call last)" in message
-    # the whole chain: the loop's call, the filter's select, the helper that raised
-    assert "mirage/core/loop.py" in message
+    # the whole chain: the filter stage's call, the filter's select, the helper that raised
+    assert "mirage/core/stages.py" in message
     assert f'File "{source}", line {call_line}, in select' in message
     assert f'File "{source}", line {raise_line}, in explode' in message
     assert message.rstrip().endswith("ValueError: selection exploded at 2")
@@ -219,7 +220,7 @@ def test_cli_reports_a_filter_failure_in_one_line(monkeypatch, tiny_config_file,
 @pytest.mark.slow
 def test_empty_steps_skip_the_update_and_stop_the_run(boom_plugins, tiny_config, tmp_path):
     data = tiny_config()
-    data["filter"] = {"name": "nothing", "max_empty_steps": 2}
+    data["filter"], data["max_empty_steps"] = {"name": "nothing"}, 2
     data["steps"] = 5
     db = tmp_path / "runs.duckdb"
     with pytest.raises(EmptyStepsError, match="'nothing' kept no group for 2 steps in a row"):
@@ -243,7 +244,8 @@ def test_loss_scale_is_recorded_and_reaches_the_update(boom_plugins, tiny_config
                                                        monkeypatch):
     data = tiny_config()
     # keep 1 of P = 2 groups: sqrt(1/2) * rho 0.5
-    data["filter"] = {"name": "first", "rho": 0.5, "loss_scaling": "sqrt", "step_size_matching": True}
+    data["filter"] = {"name": "first", "rho": 0.5}
+    data |= {"loss_scaling": "sqrt", "step_size_matching": True}
     data["steps"] = 2
     db = tmp_path / "runs.duckdb"
     seen: list[float] = []

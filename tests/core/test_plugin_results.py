@@ -5,6 +5,7 @@ whole run stops on them as ``failed`` with the earlier steps kept."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,8 +15,12 @@ from mirage.core import loop
 from mirage.core.batch import Batch, Selection, make_batch
 from mirage.core.components import Diagnostic, Filter
 from mirage.core.cli import app
+from mirage.core.config import RunConfig
+from mirage.core.hookspecs import hookimpl
 from mirage.core.loop import execute
-from mirage.core.plugin_results import PluginResultError, check_metrics, check_selection
+from mirage.core.plugin_results import CheckedMetrics, PluginResultError, check_metrics, check_selection
+from mirage.core.plugins import build_plugins
+from mirage.core.stages import diagnose
 from mirage.core.store import RunStore
 from mirage.core.validate import build_config
 
@@ -75,6 +80,27 @@ def test_metrics_that_are_numbers_or_undefined_pass():
     check_metrics(None, "algorithm 'a' (plugin 'p')", 1)
     with pytest.raises(PluginResultError, match="returned metrics that are not a mapping at step 1: 0.5"):
         check_metrics(0.5, "algorithm 'a' (plugin 'p')", 1)
+
+
+class InfiniteHook:
+    """A plugin whose own ``mirage_diagnose`` returns an infinite metric."""
+
+    @hookimpl
+    def mirage_diagnose(self, run, batch):
+        return {"hook/score": math.inf}
+
+
+def test_each_diagnose_result_is_checked_once_naming_who_measured_it():
+    """The built-in diagnose stage checks each diagnostic's metrics as it measures them,
+    naming the diagnostic, and hands back a CheckedMetrics, which is not checked again;
+    another plugin's ``mirage_diagnose`` result is checked by the diagnose stage."""
+    check_metrics(CheckedMetrics({"bad/score": math.inf}), "diagnostic 'd' (plugin 'p')", 1)
+    loaded = build_plugins(extra=[("infinite_hook", InfiniteHook())])
+    run = SimpleNamespace(hook=loaded.hook, plugins=loaded, config=RunConfig(), step=1, diagnostics={})
+    with pytest.raises(PluginResultError) as info:
+        diagnose(run, batch())
+    assert str(info.value) == ("mirage_diagnose of plugin 'infinite_hook' returned a bad metric at "
+                               "step 1: hook/score = inf is not finite")
 
 
 # --------------------------------------------------------------------------- in whole runs

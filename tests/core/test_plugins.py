@@ -23,8 +23,8 @@ from mirage.core.batch import Batch, Group, Selection, Trajectory
 from mirage.core.components import Filter
 from mirage.core.config import RunConfig
 from mirage.core.hookspecs import hookimpl
-from mirage.core.loop import diagnose
 from mirage.core.plugins import DEFAULT_PLUGINS, ENTRY_POINT_GROUP, build_plugins
+from mirage.core.stages import diagnose
 from mirage.core.validate import build_component, validate_config
 
 MIRAGE_VERSION = metadata.version("mirage-rl")

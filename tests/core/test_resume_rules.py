@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mirage.core.config import RunConfig
-from mirage.core.loop import checkpoint_root
+from mirage.core.checkpoints import checkpoint_root
 from mirage.core.store import GroupRow, RunStore
 
 
@@ -98,8 +98,7 @@ def test_reopening_a_run_is_one_transaction(tmp_path, tiny_config, contents):
 @pytest.mark.slow
 def test_a_finished_run_is_extended_only_when_asked(cli, make_config_file, tiny_config, tmp_path):
     db = tmp_path / "runs" / "mirage.duckdb"
-    config = make_config_file("extend.yaml", filter={**tiny_config().get("filter", {}),
-                                                     "max_empty_steps": 20})
+    config = make_config_file("extend.yaml", max_empty_steps=20)
     code, out, err = cli("run", "--config", config, "--db", db, "--quiet", "--steps", "2")
     assert code == 0, err
     run_id = RunStore(db).list_runs()[0]["run_id"]

@@ -249,8 +249,7 @@ def test_killed_run_resumes_without_duplicates(make_config_file, tiny_config, tm
                                                cli_argv):
     # The tiny policy rarely earns differing rewards, so top_p may keep nothing for a
     # while; allow that rather than stop the run.
-    filter_config = {**tiny_config().get("filter", {}), "max_empty_steps": 20}
-    config = make_config_file("resume.yaml", filter=filter_config)
+    config = make_config_file("resume.yaml", max_empty_steps=20)
     db = tmp_path / "runs" / "mirage.duckdb"
     log = (tmp_path / "first.log").open("w")
     proc = subprocess.Popen(

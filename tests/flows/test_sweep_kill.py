@@ -69,7 +69,7 @@ def test_a_killed_sweep_leaves_no_process_and_no_half_written_cell(tmp_path, cli
     # would stop after max_empty_steps steps: a cell could finish (and be imported
     # into the main store) before the kill. Lifting the limit keeps every cell running.
     registry.write_text(yaml.safe_dump({"experiments": {"long": {
-        "base": {"env": {"name": "frozenlake"}, "filter": {"max_empty_steps": 100_000}},
+        "base": {"env": {"name": "frozenlake"}, "max_empty_steps": 10_000},
         "grid": {"filter.rho": [0.5, 0.7, 0.9, 1.0]}}}}))
     db = tmp_path / "runs" / "main.duckdb"
     log = (tmp_path / "sweep.log").open("w")

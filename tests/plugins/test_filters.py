@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from mirage.core.batch import Batch, Group, Selection, Trajectory, Turn
 from mirage.core.config import FilterConfig, RunConfig
-from mirage.core.loop import loss_scale
 from mirage.core.options import NoOptions, options_class
 from mirage.core.plugins import build_plugins
+from mirage.core.stages import loss_scale
 from mirage.core.validate import build_config
 from mirage.plugins.verl_algorithms.register import GRPO
 from mirage.plugins.filters import (

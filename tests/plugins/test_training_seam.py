@@ -29,9 +29,9 @@ GOLDEN = Path(__file__).parent / "data" / "training_seam_metrics.json"
 
 ARMS: dict[str, dict] = {
     "grpo": {"algorithm": {"name": "grpo", "mini_batches": 2, "micro_batch_size": 8},
-             "diagnostics": {"every": 1, "gradient_every": 1}},
+             "diagnostics": {"every": 1, "options": {"grad": {"every": 1}}}},
     "ppo": {"algorithm": {"name": "ppo", "kl_coef": 0.01}, "filter": {"name": "none"},
-            "diagnostics": {"every": 1, "gradient_every": 2}},
+            "diagnostics": {"every": 1, "options": {"grad": {"every": 2}}}},
     "dapo": {"algorithm": {"name": "dapo", "extra_rollout_rounds": 1}},
 }
 
@@ -75,7 +75,7 @@ def test_the_gradient_decomposition_with_a_kl_term_runs_before_any_update(tmp_pa
     # keeps none, and no update runs; the KL term's reference is frozen when first needed.
     data = {"env": {"name": "frozenlake"}, **copy.deepcopy(TINY), "steps": 1}
     data["algorithm"] = {"name": "grpo", "kl_coef": 0.01}
-    data["diagnostics"] = {"names": ["grad"], "gradient_every": 1}
+    data["diagnostics"] = {"names": ["grad"], "options": {"grad": {"every": 1}}}
     db = tmp_path / "runs.duckdb"
     execute(build_config(data), db, progress=False)
     store = RunStore(db)

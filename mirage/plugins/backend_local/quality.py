@@ -13,8 +13,8 @@ import statistics
 import torch
 
 from mirage.core.batch import make_batch
-from mirage.core.loop import validate_policy
 from mirage.core.session import RunSession
+from mirage.core.stages import validate_policy
 from mirage.plugins.diagnostics.mi import MutualInformation
 
 ROLLOUT_SEED_BASE = 80_000_000  # prompts disjoint from validation and demonstrations
