@@ -1,7 +1,7 @@
 """PPO, GRPO, DAPO and Dr. GRPO on FrozenLake: validation success after the warm start and
 after a fixed number of iterations, per seed.
 
-Each (algorithm, seed) cell is one run through ``mirage.core.loop.execute`` with the
+Each (algorithm, seed) cell is one run through ``mirage.core.run.loop.execute`` with the
 default settings on FrozenLake (slip 0) and ``--filter none`` by default (the algorithms
 alone; DAPO's dynamic sampling then has zero-variance groups to drop). The warm start is
 shared across algorithms of one seed (its cache). Runs already finished in ``--db`` with
@@ -19,15 +19,15 @@ import copy
 import statistics
 from pathlib import Path
 
-from mirage.core import presets
-from mirage.core.config import RunConfig
-from mirage.core.loop import execute
-from mirage.core.store import RunStore
-from mirage.core.validate import build_config
+from mirage.core.config import presets
+from mirage.core.config.run_config import RunConfig
+from mirage.core.run.loop import execute
+from mirage.core.run.validate import build_config
+from mirage.core.store.run_store import RunStore
 
 ALGORITHMS = ["ppo", "grpo", "dapo", "drgrpo"]
 SHOWN = [("val/success", "t=0.5"), ("val_greedy/success", "greedy")]
-# The test suite's tiny config (mirage/core/presets.py), 2 steps: seconds per run.
+# The test suite's tiny config (mirage/core/config/presets.py), 2 steps: seconds per run.
 TINY = {**copy.deepcopy(presets.TINY), "steps": 2}
 
 

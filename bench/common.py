@@ -3,10 +3,10 @@ prepared (the warm start is cached under ~/.cache/mirage after its first build).
 
 from __future__ import annotations
 
-from mirage.core.loop import cache_dir, open_session
-from mirage.core.plugins import build_plugins
-from mirage.core.session import RunSession
-from mirage.core.validate import build_config, validate_config
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.plugin_api.session import RunSession
+from mirage.core.run.loop import cache_dir, open_session
+from mirage.core.run.validate import build_config, validate_config
 
 
 def prepared_session(data: dict) -> RunSession:

@@ -24,11 +24,12 @@ import time
 
 import torch
 
-from mirage.core import presets, threads
-from mirage.core.batch import make_batch
-from mirage.core.loop import cache_dir, open_session, run_step, score_batch, step_seeds
-from mirage.core.plugins import build_plugins
-from mirage.core.validate import build_config, validate_config
+from mirage.core.config import presets
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.rl.batch import make_batch
+from mirage.core.run import threads
+from mirage.core.run.loop import cache_dir, open_session, run_step, score_batch, step_seeds
+from mirage.core.run.validate import build_config, validate_config
 from mirage.plugins.diagnostics.cross_scoring import assign_columns, first_turns, sampled_turns
 
 

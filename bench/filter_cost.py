@@ -1,6 +1,6 @@
 """What filtering costs and saves per iteration: --filter none vs --filter top_p --rho 0.9.
 
-Runs both in this process (``mirage.core.loop.execute``) on the same settings and seed,
+Runs both in this process (``mirage.core.run.loop.execute``) on the same settings and seed,
 with a temporary run store and the warm-start cache of ``$MIRAGE_CACHE`` (built once,
 shared by both), and prints side by side the mean seconds per iteration and per stage,
 the filter's own share of the iteration (the paper: under 0.1%), the kept groups and the
@@ -23,10 +23,10 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from mirage.core.loop import execute
-from mirage.core.store import RunStore
-from mirage.core import presets
-from mirage.core.validate import build_config
+from mirage.core.config import presets
+from mirage.core.run.loop import execute
+from mirage.core.run.validate import build_config
+from mirage.core.store.run_store import RunStore
 
 TINY_MODEL = presets.TINY["model"]  # the test suite's tiny model
 CASES = [("none", {"name": "none"}), ("top_p 0.9", {"name": "top_p", "rho": 0.9})]

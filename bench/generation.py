@@ -20,8 +20,8 @@ import time
 
 import torch
 
-from mirage.core.batch import make_batch
-from mirage.core.loop import step_seeds
+from mirage.core.rl.batch import make_batch
+from mirage.core.run.loop import step_seeds
 from mirage.plugins.backend_local import decode
 from common import prepared_session  # bench/common.py, beside this script
 

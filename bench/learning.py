@@ -20,7 +20,7 @@ import json
 import statistics
 from pathlib import Path
 
-from mirage.core.store import RunStore
+from mirage.core.store.run_store import RunStore
 from mirage.flows.cells import plan_cells
 from mirage.flows.sweep import sweep
 

@@ -2,7 +2,7 @@
 
 For each environment prints, at P prompts per batch: the best first-turn retrieval
 accuracy a perfect imitator of the demonstrators could reach (Monte Carlo,
-``mirage.core.ceiling``), the warm-started policy's measured first-turn retrieval
+``mirage.core.analysis.ceiling``), the warm-started policy's measured first-turn retrieval
 accuracy and H(Z|X) on its own training-temperature rollouts (P x G, mean over
 ``--batches`` batches), chance (1/P), and validation success greedy and at temperature
 0.5. Builds (or reuses) the warm start in the cache, like ``core run``.
@@ -19,11 +19,11 @@ import time
 
 import torch
 
-from mirage.core.ceiling import retrieval_ceiling
-from mirage.core.config import RunConfig
-from mirage.core.loop import cache_dir, open_session
-from mirage.core.plugins import build_plugins
-from mirage.core.validate import validate_config
+from mirage.core.analysis.ceiling import retrieval_ceiling
+from mirage.core.config.run_config import RunConfig
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.run.loop import cache_dir, open_session
+from mirage.core.run.validate import validate_config
 from mirage.plugins.backend_local.quality import first_turn_retrieval
 from warmstart import success  # bench/warmstart.py, beside this script
 

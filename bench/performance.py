@@ -20,9 +20,9 @@ import time
 
 import torch
 
-from mirage.core import threads
-from mirage.core.loop import run_step
-from mirage.core.validate import build_config
+from mirage.core.run import threads
+from mirage.core.run.loop import run_step
+from mirage.core.run.validate import build_config
 from mirage.plugins.backend_local.options import LocalOptions
 from common import prepared_session  # bench/common.py, beside this script
 

@@ -20,8 +20,8 @@ import statistics
 
 import torch
 
-from mirage.core import threads
-from mirage.core.loop import run_step
+from mirage.core.run import threads
+from mirage.core.run.loop import run_step
 from common import prepared_session  # bench/common.py, beside this script
 
 STAGES = ["time/rollout", "time/score", "time/update", "time/step"]

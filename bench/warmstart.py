@@ -19,11 +19,11 @@ from pathlib import Path
 
 import torch
 
-from mirage.core.batch import make_batch
-from mirage.core.config import RunConfig
-from mirage.core.loop import open_session
-from mirage.core.plugins import build_plugins
-from mirage.core.validate import validate_config
+from mirage.core.config.run_config import RunConfig
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.rl.batch import make_batch
+from mirage.core.run.loop import open_session
+from mirage.core.run.validate import validate_config
 
 
 def success(run, episodes: int, greedy: bool) -> float:

@@ -2,7 +2,7 @@
 
 ``mirage/core`` imports nothing from flows, report or app. Their commands reach the
 ``core`` program as plugins, through the ``mirage_register_commands`` hook, and they are
-listed here, outside core: not in ``mirage.core.plugins.DEFAULT_PLUGINS`` (what a run
+listed here, outside core: not in ``mirage.core.plugin_api.manager.DEFAULT_PLUGINS`` (what a run
 loads; core would name the floors above it) and not as entry points (the autoload switch
 and allowlist would drop ``core sweep``, and a change would need a reinstall to count).
 ``python -m mirage`` and the installed ``core`` script run :func:`main`.
@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 import typer
 
-from mirage.core.cli import build_cli
-from mirage.core.plugins import build_plugins
-from mirage.core.validate import ConfigError
+from mirage.core.cli.program import build_cli
+from mirage.core.errors import ConfigError
+from mirage.core.plugin_api.manager import build_plugins
 
 COMMAND_PLUGINS = (
     "mirage.flows.commands",   # sweep, sweeps, serve

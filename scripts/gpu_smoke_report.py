@@ -16,8 +16,8 @@ import os
 import sys
 from pathlib import Path
 
-from mirage.core.run_index import find_run
-from mirage.core.store import RunStore
+from mirage.core.store.run_index import find_run
+from mirage.core.store.run_store import RunStore
 
 ABS_DIFF = "backend/sampler_logprob_abs_diff"
 KL = "backend/sampler_kl"

@@ -30,7 +30,7 @@ from typing import Callable
 import pytest
 import yaml
 
-from mirage.core.presets import TINY
+from mirage.core.config.presets import TINY
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -135,8 +135,8 @@ def _expand_braces(pattern: str) -> list[str]:
 @pytest.fixture
 def populated_store(tmp_path: Path) -> Path:
     """A store that already holds one run with a step, a group and an event."""
-    from mirage.core.config import RunConfig
-    from mirage.core.store import GroupRow, RunStore
+    from mirage.core.config.run_config import RunConfig
+    from mirage.core.store.run_store import GroupRow, RunStore
 
     db = tmp_path / "store" / "runs.duckdb"
     store = RunStore(db)
@@ -152,8 +152,8 @@ def component_plugins(name: str, *, filters: dict | None = None, diagnostics: di
     given filter, diagnostic and logger classes by name, beside the built-ins."""
     from types import ModuleType
 
-    from mirage.core.hookspecs import hookimpl
-    from mirage.core.plugins import build_plugins
+    from mirage.core.plugin_api.hookspecs import hookimpl
+    from mirage.core.plugin_api.manager import build_plugins
 
     def registrar(components: dict):
         @hookimpl

@@ -10,7 +10,7 @@ from mirage.app import charts, queries
 from mirage.app.dynamics import ENTROPIES, MI_PROXIES, scoped
 from mirage.app.hints import missing
 from mirage.app.picker import Selection
-from mirage.core.correlation import MIN_RUNS, diagnostic_success_correlation
+from mirage.core.analysis.correlation import MIN_RUNS, diagnostic_success_correlation
 
 TARGETS = ("val/success", "val_greedy/success", "val/return")
 

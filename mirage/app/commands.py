@@ -9,9 +9,9 @@ from typing import Optional
 
 import typer
 
-from mirage.core.cli_common import DB_HELP, check_readable_store, fail
-from mirage.core.hookspecs import hookimpl
-from mirage.core.store import default_db_path
+from mirage.core.cli.common import DB_HELP, check_readable_store, fail
+from mirage.core.plugin_api.hookspecs import hookimpl
+from mirage.core.store.run_store import default_db_path
 
 
 def app_command(

@@ -14,15 +14,15 @@ from mirage.app.across_runs import diagnostics_vs_success
 from mirage.app.config_diff import config_diff
 from mirage.app.dynamics import filter_behaviour, gradient_norms, mi_vs_entropy, training_dynamics
 from mirage.app.explorer import metric_explorer
-from mirage.app.paired_effect import paired_effect
 from mirage.app.live_sweeps import any_running, progress_panel, sweep_progress
+from mirage.app.paired_effect import paired_effect
 from mirage.app.reader import StoreReader
 from mirage.app.rewards import reward_distribution
 from mirage.app.rollout_browser import rollout_browser
 from mirage.app.run_table import run_table
 from mirage.app.sweeps import pivot, stochasticity
-from mirage.core.config import AppConfig
-from mirage.core.store import default_db_path
+from mirage.core.config.run_config import AppConfig
+from mirage.core.store.run_store import default_db_path
 
 TABS = {
     "Training dynamics": (training_dynamics, mi_vs_entropy),

@@ -11,7 +11,7 @@ import streamlit as st
 from mirage.app import queries
 from mirage.app.colours import Colours, colours_for
 from mirage.app.reader import StoreReader
-from mirage.core.config import AppConfig
+from mirage.core.config.run_config import AppConfig
 
 # runs-table column -> label; a filter shows when its column has two or more values.
 FACETS = {

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from mirage.app.reader import StoreReader
-from mirage.core.heartbeat import effective_status
+from mirage.core.store.heartbeat import effective_status
 
 # What the Spearman table and the scatter views treat as a diagnostic (a regex on names).
 DIAGNOSTIC_PATTERN = (
@@ -34,14 +34,14 @@ def json_path(dotted: str) -> str:
 
 # runs-table columns read when the store has them (newer stores add them)
 OPTIONAL_RUN_COLUMNS = ("name", "tags")
-# what mirage.core.heartbeat needs to tell a running run from a crashed one
+# what mirage.core.store.heartbeat needs to tell a running run from a crashed one
 LIVENESS_COLUMNS = ("pid", "host", "process_started", "heartbeat_at")
 
 
 def runs(reader: StoreReader) -> pd.DataFrame:
     """Every run, newest first, with the config fields the run picker filters on (and
     the columns of OPTIONAL_RUN_COLUMNS the store has). ``status`` is the effective one:
-    a ``running`` run whose process is gone reads ``crashed`` (mirage/core/heartbeat.py)."""
+    a ``running`` run whose process is gone reads ``crashed`` (mirage/core/store/heartbeat.py)."""
     if not reader.has_table("runs"):
         return pd.DataFrame()
     present = reader.columns("runs")

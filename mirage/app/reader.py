@@ -4,7 +4,7 @@ DuckDB lets one process write a database file while no other process holds it, a
 reader in another process blocks the writer too. The app therefore never keeps the file
 open: every query opens it read-only, runs, and closes it at once, retrying with a short
 backoff while a writer (a run, a sweep loading results) holds the lock, and holding off
-while a writer waits for it (the writer always wins: mirage/core/store_file.py). The app never
+while a writer waits for it (the writer always wins: mirage/core/store/file.py). The app never
 creates or changes the file. Queries take their values as parameters, never in the SQL text.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from mirage.core.store_file import READ_LOCK_TIMEOUT, connect_with_retry
+from mirage.core.store.file import READ_LOCK_TIMEOUT, connect_with_retry
 
 
 class StoreReader:

@@ -1,1 +1,1 @@
-"""Text environments (grid puzzles) implementing ``mirage.core.env.Environment``."""
+"""Text environments (grid puzzles) implementing ``mirage.core.rl.env.Environment``."""

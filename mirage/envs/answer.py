@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from mirage.core.env import DemoTurn, Environment
+from mirage.core.rl.env import DemoTurn, Environment
 from mirage.envs.phrasing import PersonaOptions, choose_persona, phrase
 
 

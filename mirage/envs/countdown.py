@@ -16,7 +16,7 @@ from fractions import Fraction
 
 from pydantic import Field
 
-from mirage.core.env import Demonstrator, StepOutcome
+from mirage.core.rl.env import Demonstrator, StepOutcome
 from mirage.envs import arithmetic
 from mirage.envs.answer import AnswerEnvironment, AnswerOptions, PersonaAnswerDemonstrator
 

@@ -22,7 +22,7 @@ import re
 
 from pydantic import Field
 
-from mirage.core.env import Demonstrator, StepOutcome
+from mirage.core.rl.env import Demonstrator, StepOutcome
 from mirage.envs import coding_tasks
 from mirage.envs.answer import AnswerEnvironment, AnswerOptions, PersonaAnswerDemonstrator
 from mirage.envs.sandbox import SandboxLimits, SandboxResult, probe_isolation, run_python

@@ -15,7 +15,7 @@ import random
 
 from pydantic import Field
 
-from mirage.core.env import Demonstrator, Environment, StepOutcome
+from mirage.core.rl.env import Demonstrator, Environment, StepOutcome
 from mirage.envs.phrasing import (
     ACTIONS,
     MOVES,

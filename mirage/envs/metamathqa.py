@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from mirage.core.env import Demonstrator, StepOutcome
+from mirage.core.rl.env import Demonstrator, StepOutcome
 from mirage.envs import wordproblems
 from mirage.envs.answer import (
     AnswerEnvironment,

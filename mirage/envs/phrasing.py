@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from pydantic import Field
 
-from mirage.core.env import DemoTurn, EnvOptions
+from mirage.core.rl.env import DemoTurn, EnvOptions
 
 State = TypeVar("State", bound=Hashable)
 PERSONAS = ("careful", "careless")

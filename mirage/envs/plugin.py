@@ -1,6 +1,6 @@
 """Registers the built-in environments."""
 
-from mirage.core.hookspecs import hookimpl
+from mirage.core.plugin_api.hookspecs import hookimpl
 
 
 @hookimpl

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
-from mirage.core.env import Demonstrator, StepOutcome
+from mirage.core.rl.env import Demonstrator, StepOutcome
 from mirage.envs import knowledge
 from mirage.envs.answer import (
     AnswerEnvironment,

@@ -17,7 +17,7 @@ import random
 
 from pydantic import Field, model_validator
 
-from mirage.core.env import Demonstrator, Environment, StepOutcome
+from mirage.core.rl.env import Demonstrator, Environment, StepOutcome
 from mirage.envs.phrasing import (
     ACTIONS,
     MOVES,

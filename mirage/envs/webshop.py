@@ -23,7 +23,7 @@ import random
 
 from pydantic import Field
 
-from mirage.core.env import Demonstrator, StepOutcome
+from mirage.core.rl.env import Demonstrator, StepOutcome
 from mirage.envs import shop
 from mirage.envs.answer import (
     AnswerEnvironment,

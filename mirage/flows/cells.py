@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mirage.core.experiments import Experiment, cell_label, load_registry
-from mirage.core.presets import TINY
-from mirage.core.validate import ConfigError
+from mirage.core.config.presets import TINY
+from mirage.core.errors import ConfigError
+from mirage.core.run.experiments import Experiment, cell_label, load_registry
 
 PRESETS: dict[str, dict[str, Any]] = {"tiny": TINY}
 OUTCOME = "outcome.json"
@@ -49,7 +49,7 @@ def plan_cells(
         grid=grid, settings=settings, seeds=seeds, preset=PRESETS.get(preset or "", None)
     )
     if plugins is None:
-        from mirage.core.plugins import build_plugins
+        from mirage.core.plugin_api.manager import build_plugins
 
         plugins = build_plugins()
     try:

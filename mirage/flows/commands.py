@@ -10,13 +10,13 @@ from typing import Optional
 
 import typer
 
-from mirage.core.cli_common import (
+from mirage.core.cli.common import (
     DB_HELP, REGISTRY_HELP, check_paths, check_readable_store, fail, pairs, settings,
 )
-from mirage.core.hookspecs import hookimpl
-from mirage.core.overrides import setting_type
-from mirage.core.store import default_db_path
-from mirage.core.validate import ConfigError
+from mirage.core.config.overrides import setting_type
+from mirage.core.errors import ConfigError
+from mirage.core.plugin_api.hookspecs import hookimpl
+from mirage.core.store.run_store import default_db_path
 
 _RUNNER_HELP = "cells run on a local process pool (process), threads (thread) or Ray (ray)"
 
@@ -136,7 +136,7 @@ def serve(
     """Serve one `sweep` deployment per registry.yaml experiment: run a grid with
     `prefect deployment run sweep/NAME`. Starts a local Prefect server unless
     PREFECT_API_URL names one."""
-    from mirage.core.experiments import default_registry_path
+    from mirage.core.run.experiments import default_registry_path
     from mirage.flows.serve import serve_registry
 
     _check_runner(runner, width)

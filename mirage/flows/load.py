@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mirage.core.run_records import git_commit
-from mirage.core.store import RunStore, new_run_id
+from mirage.core.run.records import git_commit
+from mirage.core.store.run_store import RunStore, new_run_id
 from mirage.flows.cells import CELL_DB, CellSpec, cell_dir, read_outcome
 from mirage.flows.summary import SUMMARY_METRICS
 

@@ -6,7 +6,7 @@ host and pid) and one ``pending`` row per cell when it starts, and replaces a ce
 when the cell ends and is loaded. A pending cell that has started has its own DuckDB
 file (``cells/<config hash>/cell.duckdb``) with its run's ``last_step``; it is read here
 read-only, one query on a connection opened and closed at once, through the same
-writer-wins protocol as every reader (mirage/core/store_file.py): a reader gives way to a
+writer-wins protocol as every reader (mirage/core/store/file.py): a reader gives way to a
 waiting writer and waits at most ``CELL_READ_TIMEOUT`` for a cell, so it never holds up
 a running cell for longer than one short query. A cell busy for longer reads as
 ``running`` without a step. Imports nothing from Prefect.
@@ -24,7 +24,7 @@ from typing import Any
 
 import duckdb
 
-from mirage.core.store_file import READ_LOCK_TIMEOUT, StoreBusyError, connect_with_retry
+from mirage.core.store.file import READ_LOCK_TIMEOUT, StoreBusyError, connect_with_retry
 from mirage.flows.cells import CELL_DB, cell_root, read_outcome
 
 CELL_READ_TIMEOUT = 1.0

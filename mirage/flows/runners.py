@@ -41,7 +41,7 @@ MAX_WIDTH = 64
 
 def check_width(width: int) -> None:
     """ConfigError unless 1 <= ``width`` <= MAX_WIDTH (checked before Prefect starts)."""
-    from mirage.core.validate import ConfigError
+    from mirage.core.errors import ConfigError
 
     if not 1 <= width <= MAX_WIDTH:
         raise ConfigError(f"--width {width}: cells at once must be in 1..{MAX_WIDTH}")

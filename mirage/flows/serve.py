@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from mirage.core.experiments import load_registry
+from mirage.core.run.experiments import load_registry
 
 SERVER_READY_TIMEOUT = 90.0
 PREFECT_DEFAULTS = {

@@ -21,8 +21,8 @@ from prefect.futures import as_completed
 from prefect.runtime import flow_run
 from prefect.states import Completed, Failed
 
-from mirage.core.store import RunStore, default_db_path, new_run_id
-from mirage.core.validate import ConfigError
+from mirage.core.errors import ConfigError
+from mirage.core.store.run_store import RunStore, default_db_path, new_run_id
 from mirage.flows.cells import CellSpec, cell_root, plan_cells
 from mirage.flows.load import completed_runs, load_cell, pending_cell, ran_before, reused_cell
 from mirage.flows.runners import Runner, check_width, make_task_runner

@@ -2,14 +2,14 @@
 killed one) in ``sweeps`` and one per cell in ``sweep_cells``, ``pending`` until the cell
 ends. The sweep flow (mirage/flows/sweep.py) is their only writer; progress.py and the
 app's sweep views read them. The tables' DDL is schema 4 of the store file
-(mirage/core/store_migrations.py): one ordered history for the whole file."""
+(mirage/core/store/migrations.py): one ordered history for the whole file."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mirage.core.store_file import StoreFile, naive_now
+from mirage.core.store.file import StoreFile, naive_now
 
 SWEEP_STATES = ("running", "completed", "failed")
 SWEEP_CELL_FIELDS = (

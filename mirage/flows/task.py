@@ -25,8 +25,8 @@ def execute_cell(spec: CellSpec, root: Path) -> dict[str, Any]:
     """Run the cell from scratch into its directory; return (and write) its outcome:
     ``{"status": finished|stopped|failed, "run_id": str|None, "error": str|None, "config": ...,
     "config_hash": ...}``."""
-    from mirage.core.config import RunConfig
-    from mirage.core.loop import RunStopped, execute
+    from mirage.core.config.run_config import RunConfig
+    from mirage.core.run.loop import RunStopped, execute
 
     directory = cell_dir(root, spec)
     shutil.rmtree(directory, ignore_errors=True)  # what an earlier, unfinished attempt left

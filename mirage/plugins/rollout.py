@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from mirage.core.batch import Batch, Turn
-from mirage.core.episode import apply_response, build_context, start_episode
-from mirage.core.hookspecs import hookimpl
-from mirage.core.session import RunSession
+from mirage.core.plugin_api.hookspecs import hookimpl
+from mirage.core.plugin_api.session import RunSession
+from mirage.core.rl.batch import Batch, Turn
+from mirage.core.rl.episode import apply_response, build_context, start_episode
 
 
 @hookimpl

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from mirage.core.batch import Batch, Selection
-from mirage.core.hookspecs import hookimpl
-from mirage.core.plugin_errors import component_source
-from mirage.core.plugin_results import CheckedMetrics, check_metrics
-from mirage.core.session import RunSession
+from mirage.core.plugin_api.blame import component_source
+from mirage.core.plugin_api.hookspecs import hookimpl
+from mirage.core.plugin_api.results import CheckedMetrics, check_metrics
+from mirage.core.plugin_api.session import RunSession
+from mirage.core.rl.batch import Batch, Selection
 
 
 @hookimpl

@@ -9,8 +9,8 @@ from typing import Optional
 
 import typer
 
-from mirage.core.cli_common import check_readable_store, fail
-from mirage.core.hookspecs import hookimpl
+from mirage.core.cli.common import check_readable_store, fail
+from mirage.core.plugin_api.hookspecs import hookimpl
 
 
 def report(
@@ -63,8 +63,8 @@ def _check_outputs(out: Path, figures: Path, notes: Path) -> None:
     """Refuse bad --out, --figures and --notes before anything is rendered or written."""
     import yaml
 
-    from mirage.core.paths import read_text_file
-    from mirage.core.validate import ConfigError
+    from mirage.core.config.paths import read_text_file
+    from mirage.core.errors import ConfigError
 
     for flag, path, folder in (("--out", out, False), ("--figures", figures, True)):
         if not str(path) or str(path) == ".":

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mirage.core.config import CollapseAlarmConfig
+from mirage.core.config.run_config import CollapseAlarmConfig
 from mirage.report.findings import CHANCE, H_COND, RETRIEVAL, SUCCESS
 from mirage.report.results import CALIBRATION, Study
 from mirage.report.summary import endpoint

@@ -20,8 +20,8 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from mirage.core.config import AlgorithmConfig
-from mirage.core.store import RunStore
+from mirage.core.config.run_config import AlgorithmConfig
+from mirage.core.store.run_store import RunStore
 
 STUDY = "reproduction"
 POWERED = "reproduction_powered"  # the same findings with 5 paired seeds; supersedes STUDY

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mirage.core.config import RunConfig
-from mirage.core.store import RunStore
+from mirage.core.config.run_config import RunConfig
+from mirage.core.store.run_store import RunStore
 
 SEEDS = (0, 1, 2)
 LIFT = {"none": 0.0, "top_p": 0.2}  # top_p's train/success lies 0.2 above none's

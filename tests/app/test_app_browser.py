@@ -14,8 +14,8 @@ from bench_store import LIFT, SEEDS, lake
 from browser import browser, chromium, load_twice, rendered_charts, script_idle, serve
 
 from mirage.app.colours import PALETTE
-from mirage.core.heartbeat import this_process
-from mirage.core.store import RunStore
+from mirage.core.store.heartbeat import this_process
+from mirage.core.store.run_store import RunStore
 
 pytestmark = pytest.mark.slow
 

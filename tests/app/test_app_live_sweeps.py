@@ -10,8 +10,8 @@ import socket
 import pytest
 from app_testing import infos, open_app
 
-from mirage.core.config import RunConfig
-from mirage.core.store import RunStore
+from mirage.core.config.run_config import RunConfig
+from mirage.core.store.run_store import RunStore
 from mirage.flows.cells import CELL_DB, OUTCOME, cell_root
 from mirage.flows.sweep_store import SweepStore
 

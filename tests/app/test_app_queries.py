@@ -18,8 +18,8 @@ import pytest
 from mirage.app import queries
 from mirage.app.config_paths import axes, diff, flatten, moving_with, unchosen, varying_paths
 from mirage.app.reader import StoreReader
-from mirage.core.store import RunStore
-from mirage.core.store_file import StoreBusyError
+from mirage.core.store.file import StoreBusyError
+from mirage.core.store.run_store import RunStore
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -181,7 +181,7 @@ def test_runs_reads_a_store_without_label_or_liveness_columns(tmp_path):
 
 
 def test_runs_shows_a_run_whose_process_is_gone_as_crashed(tmp_path):
-    """The app reads the effective status (mirage/core/heartbeat.py), not the stored one."""
+    """The app reads the effective status (mirage/core/store/heartbeat.py), not the stored one."""
     store = RunStore(tmp_path / "s.duckdb")
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

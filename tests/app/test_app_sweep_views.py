@@ -9,8 +9,8 @@ import math
 import pytest
 from app_testing import chart_alarms, chart_data, open_app, rerun
 
-from mirage.core.config import RunConfig
-from mirage.core.store import GroupRow, RunStore
+from mirage.core.config.run_config import RunConfig
+from mirage.core.store.run_store import GroupRow, RunStore
 
 # run -> (slip, filter, seed, final val/success, final val/return)
 RUNS = {

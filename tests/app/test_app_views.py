@@ -11,8 +11,8 @@ import shutil
 import pytest
 from app_testing import chart_data, infos, open_app, rerun
 
-from mirage.core.heartbeat import this_process
-from mirage.core.store import RunStore
+from mirage.core.store.heartbeat import this_process
+from mirage.core.store.run_store import RunStore
 
 pytestmark = pytest.mark.slow  # the session store trains three tiny policies
 

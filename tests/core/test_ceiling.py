@@ -1,9 +1,9 @@
-"""The demonstrators' retrieval ceiling (mirage/core/ceiling.py)."""
+"""The demonstrators' retrieval ceiling (mirage/core/analysis/ceiling.py)."""
 
 import pytest
 
-from mirage.core.ceiling import retrieval_ceiling
-from mirage.core.config import EnvConfig
+from mirage.core.analysis.ceiling import retrieval_ceiling
+from mirage.core.config.run_config import EnvConfig
 from mirage.envs.frozenlake import FrozenLake
 from mirage.envs.sokoban import Sokoban
 

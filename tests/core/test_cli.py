@@ -1,4 +1,4 @@
-"""The ``core`` command line (mirage/core/cli.py): bad input fails fast and cleanly.
+"""The ``core`` command line (mirage/core/cli/program.py): bad input fails fast and cleanly.
 
 Every bad value must give exit code 2 and one stderr line naming it (and, for an unknown
 name, the valid ones), before any model work and without touching the run store. The
@@ -15,9 +15,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from mirage.core.cli import app
-from mirage.core.config import RunConfig
-from mirage.core.store import RunStore
+from mirage.core.cli.program import app
+from mirage.core.config.run_config import RunConfig
+from mirage.core.store.run_store import RunStore
 
 # (extra arguments, fragments the one-line message must contain)
 BAD_INPUTS = {
@@ -201,9 +201,9 @@ def test_quiet_prints_only_the_result_line(cli, tiny_config_file, tmp_path, monk
 
 def test_options_set_on_an_experiment_leave_its_base_alone(monkeypatch):
     """--experiment starts from a copy of the experiment's base: options never write into it."""
-    from mirage.core import cli as core_cli
-    from mirage.core.experiments import Experiment
-    from mirage.core.run_options import GivenOptions, options
+    from mirage.core.cli import program as core_cli
+    from mirage.core.cli.run_options import GivenOptions, options
+    from mirage.core.run.experiments import Experiment
 
     experiment = Experiment(base={"env": {"name": "frozenlake", "options": {"slip": 0.1}}})
     monkeypatch.setattr(core_cli, "load_registry", lambda registry: {"e": experiment})

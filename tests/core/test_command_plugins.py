@@ -11,11 +11,11 @@ import typer
 from typer.testing import CliRunner
 
 from mirage.builtins import COMMAND_PLUGINS, cli as core_program
-from mirage.core import cli as core_cli
-from mirage.core.cli_common import fail
-from mirage.core.hookspecs import hookimpl
-from mirage.core.plugins import build_plugins
-from mirage.core.validate import ConfigError
+from mirage.core.cli import program as core_cli
+from mirage.core.cli.common import fail
+from mirage.core.errors import ConfigError
+from mirage.core.plugin_api.hookspecs import hookimpl
+from mirage.core.plugin_api.manager import build_plugins
 
 
 def greet(
@@ -52,7 +52,7 @@ def test_a_third_party_plugin_adds_a_command():
 
 
 def test_the_upper_floors_commands_come_from_their_plugins():
-    from mirage.core.plugins import build_plugins
+    from mirage.core.plugin_api.manager import build_plugins
 
     loaded = build_plugins(builtins=COMMAND_PLUGINS)
     owners = {impl.plugin_name for impl in loaded.hook.mirage_register_commands.get_hookimpls()}
@@ -65,13 +65,13 @@ def test_the_upper_floors_commands_come_from_their_plugins():
 
 @pytest.mark.parametrize("name", ["run", "sweep"])
 def test_a_plugin_adding_a_command_name_already_taken_is_set_aside(name):
-    from mirage.core import plugins as plugin_builder
+    from mirage.core.plugin_api import manager as plugin_builder
 
     clash = command_plugin(greet, names=[name])
     loaded = build_plugins(extra=[("greeter", clash)], builtins=COMMAND_PLUGINS)
     program = core_cli.build_cli(loaded)
     try:
-        owner = "mirage.core.cli" if name == "run" else "mirage.flows.commands"
+        owner = "mirage.core.cli.program" if name == "run" else "mirage.flows.commands"
         (failure,) = loaded.failed
         assert failure.rule == f"adds command {name!r}, which {owner!r} already adds"
         kept = typer.main.get_command(program).commands[name].callback

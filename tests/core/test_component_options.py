@@ -11,14 +11,15 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 from typer.testing import CliRunner
 
-from mirage.core import loop
-from mirage.core import plugins as plugins_module
-from mirage.core.batch import Selection
-from mirage.core.cli import app
-from mirage.core.components import Filter
-from mirage.core.store import RunStore
-from mirage.core.plugins import build_plugins
-from mirage.core.validate import ConfigError, build_component, build_config, validate_config
+from mirage.core.cli.program import app
+from mirage.core.errors import ConfigError
+from mirage.core.plugin_api import manager as plugins_module
+from mirage.core.plugin_api.components import Filter
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.rl.batch import Selection
+from mirage.core.run import loop
+from mirage.core.run.validate import build_component, build_config, validate_config
+from mirage.core.store.run_store import RunStore
 
 
 class FirstGroupsFilter(Filter):

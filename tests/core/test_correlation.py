@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from mirage.core.correlation import diagnostic_success_correlation
+from mirage.core.analysis.correlation import diagnostic_success_correlation
 
 
 def _long(rows: list[tuple[str, int, str, float]]) -> pd.DataFrame:

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import time
 
-from mirage.core.store import RunStore
+from mirage.core.store.run_store import RunStore
 
 
 def wait_for_row(db, proc) -> dict:

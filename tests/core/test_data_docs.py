@@ -29,7 +29,7 @@ def test_every_field_has_its_own_docstring():
 
 
 def test_a_field_docstring_is_rendered_in_its_row():
-    from mirage.core.batch import Turn
+    from mirage.core.rl.batch import Turn
 
     text = (ROOT / "docs" / "plugin-data.md").read_text()
     assert f"| `reasoning` | `str` | required | {load_generator().field_docs(Turn)['reasoning']} |" in text

@@ -1,12 +1,12 @@
-"""The turn protocol (mirage/core/episode.py) on hand-built FrozenLake maps."""
+"""The turn protocol (mirage/core/rl/episode.py) on hand-built FrozenLake maps."""
 
 from __future__ import annotations
 
 import pytest
 
-from mirage.core.config import EnvConfig
-from mirage.core.env import parse_response
-from mirage.core.episode import (
+from mirage.core.config.run_config import EnvConfig
+from mirage.core.rl.env import parse_response
+from mirage.core.rl.episode import (
     THINK,
     EpisodeState,
     apply_response,

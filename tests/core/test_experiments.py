@@ -1,4 +1,4 @@
-"""registry.yaml: experiments as grids over the RunConfig (mirage/core/experiments.py)."""
+"""registry.yaml: experiments as grids over the RunConfig (mirage/core/run/experiments.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mirage.core.experiments import Experiment, cell_label, load_registry
-from mirage.core.plugins import build_plugins
-from mirage.core.validate import ConfigError
+from mirage.core.errors import ConfigError
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.run.experiments import Experiment, cell_label, load_registry
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER_EXPERIMENTS = {

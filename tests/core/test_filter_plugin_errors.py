@@ -1,4 +1,4 @@
-"""Filters from other plugins in whole runs (mirage/core/loop.py): a filter that raises
+"""Filters from other plugins in whole runs (mirage/core/run/loop.py): a filter that raises
 stops the run with an error naming its plugin and the file and line that raised (and
 so does a diagnostic; the run's events keep the traceback), a filter that keeps nothing stops it
 after ``max_empty_steps``, the loop's loss scale reaches the update, and the installed
@@ -20,15 +20,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mirage.core import loop
-from mirage.core.batch import Batch, Selection
-from mirage.core.components import Diagnostic, Filter
-from mirage.core.cli import app
-from mirage.core.loop import EmptyStepsError, execute
-from mirage.core.plugin_errors import PluginError, Suspect, culprit
-from mirage.core.stages import FilterError
-from mirage.core.store import RunStore
-from mirage.core.validate import build_config
+from mirage.core.cli.program import app
+from mirage.core.plugin_api.blame import PluginError, Suspect, culprit
+from mirage.core.plugin_api.components import Diagnostic, Filter
+from mirage.core.rl.batch import Batch, Selection
+from mirage.core.run import loop
+from mirage.core.run.loop import EmptyStepsError, execute
+from mirage.core.run.stages import FilterError
+from mirage.core.run.validate import build_config
+from mirage.core.store.run_store import RunStore
 
 
 class BoomFilter(Filter):
@@ -100,8 +100,8 @@ def load_module(path, monkeypatch):
 
 
 BAD_FILTERS = """\
-from mirage.core.batch import Selection
-from mirage.core.components import Filter
+from mirage.core.plugin_api.components import Filter
+from mirage.core.rl.batch import Selection
 
 
 def explode(step):
@@ -144,7 +144,7 @@ def test_cli_names_the_plugin_file_and_line_and_stores_the_traceback(
     assert message.startswith("filter 'boom' (plugin 'bad_filters') raised during selection")
     assert "Traceback (most recent call last)" in message
     # the whole chain: the filter stage's call, the filter's select, the helper that raised
-    assert "mirage/core/stages.py" in message
+    assert "mirage/core/run/stages.py" in message
     assert f'File "{source}", line {call_line}, in select' in message
     assert f'File "{source}", line {raise_line}, in explode' in message
     assert message.rstrip().endswith("ValueError: selection exploded at 2")

@@ -282,8 +282,8 @@ def tripwire(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
     import mirage.app.launch
-    import mirage.core.loop
-    import mirage.core.run_commands
+    import mirage.core.cli.run_commands
+    import mirage.core.run.loop
     import mirage.flows.serve
     import mirage.flows.supervise
     import mirage.flows.sweep
@@ -291,14 +291,14 @@ def tripwire(monkeypatch: pytest.MonkeyPatch) -> None:
     import mirage.report.render
     import mirage.report.results
 
-    loop = mirage.core.loop
+    loop = mirage.core.run.loop
     real_execute = loop.execute
 
     def execute(*args: Any, **kwargs: Any) -> Any:  # a run: validates, then opens a session
         try:
             return real_execute(*args, **kwargs)
         except BeganWork as error:
-            raise BeganWork(f"{error} (mirage.core.loop.execute validated and started the run)") from None
+            raise BeganWork(f"{error} (mirage.core.run.loop.execute validated and started the run)") from None
 
     for target, where in (
         (loop, "open_session"), (loop, "_train"),                   # run, preflight, warmstart
@@ -308,7 +308,7 @@ def tripwire(monkeypatch: pytest.MonkeyPatch) -> None:
         (mirage.flows.serve, "prefect_environment"), (mirage.flows.serve, "start_server"),  # serve
         (mirage.app.launch, "streamlit_argv"), (os, "execv"),       # app
         (mirage.report.render, "build_report"),                     # report rendering
-        (mirage.core.run_commands, "export_runs"),                  # export writes files
+        (mirage.core.cli.run_commands, "export_runs"),                  # export writes files
     ):
         monkeypatch.setattr(target, where, _tripwire(f"{target.__name__}.{where}"))
     monkeypatch.setattr(loop, "execute", execute)
@@ -325,8 +325,8 @@ def tripwire(monkeypatch: pytest.MonkeyPatch) -> None:
 def prepared_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """The newest fixture store (the one ``old_store`` copies: a tiny stored 2-step run and
     a one-cell sweep), its run tagged ``fuzz``; a copy goes to each case."""
-    from mirage.core.store import RunStore
-    from mirage.core.store_file import SCHEMA_VERSION
+    from mirage.core.store.file import SCHEMA_VERSION
+    from mirage.core.store.run_store import RunStore
 
     path = tmp_path_factory.mktemp("fuzz-template") / "runs.duckdb"
     with gzip.open(STORES / f"schema_{SCHEMA_VERSION}.duckdb.gz") as packed, path.open("wb") as out:
@@ -339,7 +339,7 @@ def prepared_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]
 
 @functools.cache
 def valid_experiment() -> str:
-    from mirage.core.experiments import load_registry
+    from mirage.core.run.experiments import load_registry
 
     return next(iter(load_registry(None)))
 

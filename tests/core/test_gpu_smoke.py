@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mirage.core.config import RunConfig
-from mirage.core.store import RunStore
+from mirage.core.config.run_config import RunConfig
+from mirage.core.store.run_store import RunStore
 
 REPO = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("gpu_smoke_report", REPO / "scripts" / "gpu_smoke_report.py")

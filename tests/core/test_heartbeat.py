@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 import psutil
 
-from mirage.core.heartbeat import STALE_SECONDS, Heartbeat, effective_status, this_process
+from mirage.core.store.heartbeat import STALE_SECONDS, Heartbeat, effective_status, this_process
 
 NOW = datetime(2026, 1, 2, 12, 0, tzinfo=timezone.utc)
 
@@ -62,7 +62,7 @@ def test_a_run_from_before_heartbeats_is_judged_by_its_last_write():
 
 
 def test_the_heartbeat_records_this_process_and_keeps_beating(populated_store):
-    from mirage.core.store import RunStore
+    from mirage.core.store.run_store import RunStore
 
     store = RunStore(populated_store)
     with Heartbeat(store, "existing", interval=0.05):

@@ -1,4 +1,4 @@
-"""Registration and command hooks are called through pluggy (mirage/core/hook_calls.py):
+"""Registration and command hooks are called through pluggy (mirage/core/plugin_api/hook_calls.py):
 a ``wrapper=True`` implementation runs around the others, the order is pluggy's, and each
 registration or command is still its own plugin's, so only the plugin at fault is set aside."""
 
@@ -9,10 +9,10 @@ import typer
 from typer.testing import CliRunner
 
 from mirage.builtins import COMMAND_PLUGINS, cli as core_program
-from mirage.core.cli import build_cli
-from mirage.core.components import Filter
-from mirage.core.hookspecs import hookimpl
-from mirage.core.plugins import build_plugins
+from mirage.core.cli.program import build_cli
+from mirage.core.plugin_api.components import Filter
+from mirage.core.plugin_api.hookspecs import hookimpl
+from mirage.core.plugin_api.manager import build_plugins
 
 
 class KeepAll(Filter):
@@ -158,7 +158,7 @@ class RaisesInCommands:
 
 
 def test_a_command_hook_that_raises_is_set_aside_with_its_commands():
-    from mirage.core import plugins as plugin_builder
+    from mirage.core.plugin_api import manager as plugin_builder
 
     loaded = build_plugins(extra=[("raises", RaisesInCommands())], builtins=COMMAND_PLUGINS)
     try:

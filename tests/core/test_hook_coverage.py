@@ -1,7 +1,7 @@
 """Every hook specification is exercised by a test (as datasette checks its hooks): some
 test module implements it (``def <hook>``) or calls it (``.<hook>(``, e.g.
 ``run.hook.mirage_score(...)``). Naming it in a string (an assertion on a plugin's hook
-list) does not count. The hooks come from mirage/core/hookspecs.py, so a new hookspec
+list) does not count. The hooks come from mirage/core/plugin_api/hookspecs.py, so a new hookspec
 needs a test before this passes; tests/core/test_hook_docs.py checks each is documented
 with its signature in docs/hooks.md."""
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from mirage.core import hookspecs
+from mirage.core.plugin_api import hookspecs
 
 TESTS = Path(__file__).resolve().parents[1]
 

@@ -18,7 +18,7 @@ def test_hook_docs_are_current():
 def test_every_hook_is_documented_with_its_signature():
     import inspect
 
-    from mirage.core import hookspecs
+    from mirage.core.plugin_api import hookspecs
 
     text = (ROOT / "docs" / "hooks.md").read_text()
     names = [n for n in vars(hookspecs) if n.startswith("mirage_")]

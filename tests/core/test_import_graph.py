@@ -7,7 +7,9 @@ type-only import still ties two modules together, so neither is exempt. Two rule
 * ``mirage.core`` imports nothing from ``mirage.flows``, ``mirage.report`` or
   ``mirage.app`` (their commands reach the ``core`` program as plugins, see
   ``mirage/builtins.py``);
-* no import circle among mirage modules.
+* no import circle among mirage modules;
+* core's parts (its folders, issue #34) stand on floors: each imports only the parts on
+  the floors below it (:data:`CORE_FLOORS`), ``errors`` nothing of mirage's.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 UPPER_FLOORS = ("mirage.flows", "mirage.report", "mirage.app")
+# core's parts, lowest floor first; parts on one floor do not import each other
+CORE_FLOORS = (("errors",), ("config",), ("rl", "store"), ("analysis", "plugin_api"), ("run",), ("cli",))
 
 Edges = dict[str, dict[str, str]]  # module -> {imported module: "file:line" of the first import}
 
@@ -167,13 +171,31 @@ def test_no_import_circle_among_mirage_modules():
                        "need to a module both can import):\n  " + "\n  ".join(found))
 
 
+def core_part(module: str) -> str | None:
+    """The part of core (``config`` for ``mirage.core.config.legacy``) a module is in."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["mirage", "core"] else None
+
+
+def test_cores_parts_import_only_the_floors_below_them():
+    floor = {part: level for level, parts in enumerate(CORE_FLOORS) for part in parts}
+    found = {core_part(m) for m in modules(ROOT)} - {None}
+    assert found == set(floor), f"core's parts are {sorted(found)}; CORE_FLOORS names {sorted(floor)}"
+    wrong = [f"{source} -> {target} ({where})"
+             for source, edges in sorted(import_graph(ROOT).items()) if core_part(source)
+             for target, where in sorted(edges.items()) if core_part(target)
+             and core_part(target) != core_part(source)
+             and floor[core_part(target)] >= floor[core_part(source)]]
+    assert not wrong, "imports not from a lower floor of core:\n" + "\n".join(wrong)
+
+
 def test_the_graph_sees_the_imports_that_matter():
     """The reader finds the kinds of import the rules are about in the real package."""
     graph = import_graph(ROOT)
-    assert "mirage.core.session" in graph["mirage.core.hookspecs"]  # under TYPE_CHECKING
-    assert "mirage.core.training" in graph["mirage.core.backend"]  # inside a method
-    assert "mirage.core.hookspecs" in graph["mirage.core.plugins"]  # from mirage.core import hookspecs
-    assert "mirage.core.cli" in graph["mirage.builtins"]
+    assert "mirage.core.plugin_api.session" in graph["mirage.core.plugin_api.hookspecs"]  # under TYPE_CHECKING
+    assert "mirage.core.rl.training" in graph["mirage.core.rl.backend"]  # inside a method
+    assert "mirage.core.plugin_api.hookspecs" in graph["mirage.core.plugin_api.manager"]  # from mirage.core.plugin_api import hookspecs
+    assert "mirage.core.cli.program" in graph["mirage.builtins"]
 
 
 # --------------------------------------------------------------------------- the checks fail

@@ -1,4 +1,4 @@
-"""Run labels (name, tags, note) are checked in one place (mirage/core/labels.py), for
+"""Run labels (name, tags, note) are checked in one place (mirage/core/store/labels.py), for
 ``core run --name/--tag/--note`` and ``core rename``, ``tag`` and ``note`` alike: a bad
 one is one line, exit 2, and the store stays as it was."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from mirage.core.labels import LIMITS, check_label
-from mirage.core.store import RunStore
-from mirage.core.validate import ConfigError
+from mirage.core.errors import ConfigError
+from mirage.core.store.labels import LIMITS, check_label
+from mirage.core.store.run_store import RunStore
 
 BAD = [
     ("", "cannot be empty"),

@@ -2,9 +2,9 @@
 
 import pytest
 
-from mirage.core.loop import execute
-from mirage.core.store import RunStore
-from mirage.core.validate import build_config
+from mirage.core.run.loop import execute
+from mirage.core.run.validate import build_config
+from mirage.core.store.run_store import RunStore
 
 
 @pytest.mark.slow

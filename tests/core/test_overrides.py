@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mirage.core.nested import MISSING, lookup
-from mirage.core.overrides import assign, merged, parse_settings, raw_pairs
-from mirage.core.validate import ConfigError
+from mirage.core.config.nested import MISSING, lookup
+from mirage.core.config.overrides import assign, merged, parse_settings, raw_pairs
+from mirage.core.errors import ConfigError
 
 
 def test_values_are_typed_by_the_config_field():

@@ -1,4 +1,4 @@
-"""Strict checks on what plugins return (mirage/core/plugin_results.py): malformed
+"""Strict checks on what plugins return (mirage/core/plugin_api/results.py): malformed
 selections and metrics are refused with one line naming the plugin and the value, and a
 whole run stops on them as ``failed`` with the earlier steps kept."""
 
@@ -11,18 +11,19 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from mirage.core import loop
-from mirage.core.batch import Batch, Selection, make_batch
-from mirage.core.components import Diagnostic, Filter
-from mirage.core.cli import app
-from mirage.core.config import RunConfig
-from mirage.core.hookspecs import hookimpl
-from mirage.core.loop import execute
-from mirage.core.plugin_results import CheckedMetrics, PluginResultError, check_metrics, check_selection
-from mirage.core.plugins import build_plugins
-from mirage.core.stages import diagnose
-from mirage.core.store import RunStore
-from mirage.core.validate import build_config
+from mirage.core.cli.program import app
+from mirage.core.config.run_config import RunConfig
+from mirage.core.errors import PluginResultError
+from mirage.core.plugin_api.components import Diagnostic, Filter
+from mirage.core.plugin_api.hookspecs import hookimpl
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.plugin_api.results import CheckedMetrics, check_metrics, check_selection
+from mirage.core.rl.batch import Batch, Selection, make_batch
+from mirage.core.run import loop
+from mirage.core.run.loop import execute
+from mirage.core.run.stages import diagnose
+from mirage.core.run.validate import build_config
+from mirage.core.store.run_store import RunStore
 
 
 def batch(prompts: int = 3, group_size: int = 4) -> Batch:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from mirage.core.store import RunStore
+from mirage.core.store.run_store import RunStore
 
 DUCK_MODULE = '''
 """A filter written from the earlier guides: duck-typed, no Filter base class."""
-from mirage.core.hookspecs import hookimpl
+from mirage.core.plugin_api.hookspecs import hookimpl
 
 
 class KeepAll:
@@ -58,7 +58,7 @@ def test_plugins_lists_it_as_failed_with_the_reason(cli, duck_installed):
     line = [text for text in out.splitlines() if "plugin 'ducktyped'" in text][0].strip()
     assert line.startswith("plugin 'ducktyped' (mirage-ducktyped 0.1.0, ")
     assert f"{duck_installed / 'mirage_ducktyped.py'}:6" in line  # where KeepAll is defined
-    assert "filters: 'duck_keep_all' (by ducktyped) must subclass mirage.core.components.Filter" in line
+    assert "filters: 'duck_keep_all' (by ducktyped) must subclass mirage.core.plugin_api.components.Filter" in line
     assert "leave it out with MIRAGE_PLUGINS=" in line and "`pip uninstall mirage-ducktyped`" in line
     assert "duck_keep_all" not in out.split("ducktyped (FAILED")[0]  # registered by nobody
     assert err.count("warning: plugin 'ducktyped'") == 1  # said once
@@ -74,7 +74,7 @@ def test_a_run_asking_for_its_filter_fails_in_one_line(cli, duck_installed, tiny
     assert errors == [f"error: filter 'duck_keep_all' is not available: plugin 'ducktyped' "
                       f"(mirage-ducktyped 0.1.0, {duck_installed / 'mirage_ducktyped.py'}:6) was set "
                       "aside: filters: 'duck_keep_all' (by ducktyped) must subclass "
-                      "mirage.core.components.Filter; got <class 'mirage_ducktyped.KeepAll'>; fix it, "
+                      "mirage.core.plugin_api.components.Filter; got <class 'mirage_ducktyped.KeepAll'>; fix it, "
                       "or leave it out with MIRAGE_PLUGINS=example_env,example_filter or "
                       "`pip uninstall mirage-ducktyped`"]
     assert not db.exists()  # refused before any work
@@ -97,7 +97,7 @@ def test_runs_that_do_not_use_it_work_and_record_it(cli, duck_installed, tiny_co
 
 
 BROKEN_AT_IMPORT = '''
-from mirage.core.hookspecs import hookimpl
+from mirage.core.plugin_api.hookspecs import hookimpl
 
 raise RuntimeError("this plugin needs a library that is not installed")
 '''
@@ -116,10 +116,10 @@ def test_a_plugin_that_fails_to_import_is_set_aside_too(cli, duck_installed):
 def test_a_plugin_keeps_none_of_its_components_when_one_is_refused_or_a_hook_raises():
     """All or nothing per plugin: its good filter is not registered either, whether the
     bad part is a refused component or another registration hook that raises."""
-    from mirage.core.components import Filter
-    from mirage.core.hookspecs import hookimpl
-    from mirage.core.plugins import build_plugins
-    from mirage.core.registry import SetAsideComponentError
+    from mirage.core.plugin_api.components import Filter
+    from mirage.core.plugin_api.hookspecs import hookimpl
+    from mirage.core.plugin_api.manager import build_plugins
+    from mirage.core.plugin_api.registry import SetAsideComponentError
 
     class Good(Filter):
         def select(self, batch): ...

@@ -1,4 +1,4 @@
-"""The plugin manager (mirage/core/plugins.py) and the hook specifications.
+"""The plugin manager (mirage/core/plugin_api/manager.py) and the hook specifications.
 
 Plugins are tested the STYLE way: a throwaway plugin is registered in a fixture, its
 hooks are exercised through the manager, and it is unregistered afterwards.
@@ -17,15 +17,15 @@ import pluggy
 import pytest
 
 from mirage.builtins import COMMAND_PLUGINS
-from mirage.core import hookspecs
-from mirage.core import plugins as plugins_module
-from mirage.core.batch import Batch, Group, Selection, Trajectory
-from mirage.core.components import Filter
-from mirage.core.config import RunConfig
-from mirage.core.hookspecs import hookimpl
-from mirage.core.plugins import DEFAULT_PLUGINS, ENTRY_POINT_GROUP, build_plugins
-from mirage.core.stages import diagnose
-from mirage.core.validate import build_component, validate_config
+from mirage.core.config.run_config import RunConfig
+from mirage.core.plugin_api import hookspecs
+from mirage.core.plugin_api import manager as plugins_module
+from mirage.core.plugin_api.components import Filter
+from mirage.core.plugin_api.hookspecs import hookimpl
+from mirage.core.plugin_api.manager import DEFAULT_PLUGINS, ENTRY_POINT_GROUP, build_plugins
+from mirage.core.rl.batch import Batch, Group, Selection, Trajectory
+from mirage.core.run.stages import diagnose
+from mirage.core.run.validate import build_component, validate_config
 
 MIRAGE_VERSION = metadata.version("mirage-rl")
 
@@ -165,8 +165,8 @@ def test_of_two_plugins_registering_one_name_the_second_is_set_aside():
 
 ENTRY_POINT_MODULE = '''
 """Entry-point plugin {name}."""
-from mirage.core.components import Filter
-from mirage.core.hookspecs import hookimpl
+from mirage.core.plugin_api.components import Filter
+from mirage.core.plugin_api.hookspecs import hookimpl
 
 LOADED = True
 

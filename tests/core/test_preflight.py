@@ -1,4 +1,4 @@
-"""``core preflight`` (mirage/core/preflight.py): PAPER.md section 4's predictor,
+"""``core preflight`` (mirage/core/run/preflight.py): PAPER.md section 4's predictor,
 Std(RV)/Mean(RV) over one rollout batch, with a verdict on whether filtering helps."""
 
 from __future__ import annotations
@@ -8,13 +8,14 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from mirage.core.cli import app
-from mirage.core.loop import execute
-from mirage.core.preflight import (
+from mirage.core.cli.program import app
+from mirage.core.errors import ConfigError
+from mirage.core.run.loop import execute
+from mirage.core.run.preflight import (
     CV_THRESHOLD, HELPS, HURTS, NO_SIGNAL, PreflightReport, predict, run_preflight,
 )
-from mirage.core.store import RunStore
-from mirage.core.validate import ConfigError, build_config
+from mirage.core.run.validate import build_config
+from mirage.core.store.run_store import RunStore
 
 
 def report(variances: list[float]) -> PreflightReport:

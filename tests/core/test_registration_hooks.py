@@ -11,13 +11,14 @@ import json
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from mirage.core.components import Algorithm, Diagnostic, Logger
-from mirage.core.hookspecs import hookimpl
-from mirage.core.loop import execute
-from mirage.core.plugins import build_plugins
-from mirage.core.presets import TINY
-from mirage.core.store import RunStore
-from mirage.core.validate import ConfigError, parse_config, validate_config
+from mirage.core.config.presets import TINY
+from mirage.core.errors import ConfigError
+from mirage.core.plugin_api.components import Algorithm, Diagnostic, Logger
+from mirage.core.plugin_api.hookspecs import hookimpl
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.run.loop import execute
+from mirage.core.run.validate import parse_config, validate_config
+from mirage.core.store.run_store import RunStore
 from mirage.envs.frozenlake import FrozenLake
 
 STEPS = 2

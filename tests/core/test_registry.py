@@ -1,13 +1,13 @@
-"""Named component registries (mirage/core/registry.py)."""
+"""Named component registries (mirage/core/plugin_api/registry.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from mirage.core.backend import Backend
-from mirage.core.components import AdvantageEstimator, Algorithm, Diagnostic, Filter, Logger
-from mirage.core.env import Environment
-from mirage.core.registry import KINDS, Registries, Registry, UnknownComponentError
+from mirage.core.plugin_api.components import AdvantageEstimator, Algorithm, Diagnostic, Filter, Logger
+from mirage.core.plugin_api.registry import KINDS, Registries, Registry, UnknownComponentError
+from mirage.core.rl.backend import Backend
+from mirage.core.rl.env import Environment
 
 
 class Alpha: ...

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mirage.core.config import RunConfig
-from mirage.core.checkpoints import checkpoint_root
-from mirage.core.store import GroupRow, RunStore
+from mirage.core.config.run_config import RunConfig
+from mirage.core.run.checkpoints import checkpoint_root
+from mirage.core.store.run_store import GroupRow, RunStore
 
 
 def digest(folder: Path) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Whole runs (mirage/core/loop.py) through the CLI and ``execute``: what lands in the
+"""Whole runs (mirage/core/run/loop.py) through the CLI and ``execute``: what lands in the
 store, determinism, crash-and-resume, and ``--model``.
 
 All runs use the tiny config from conftest (a 1-layer, 32-wide model warm-started for
@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mirage.core.config import RunConfig
-from mirage.core.loop import execute, step_seeds
-from mirage.core.plugins import DEFAULT_PLUGINS
-from mirage.core.store import RunStore
-from mirage.core.validate import build_config
+from mirage.core.config.run_config import RunConfig
+from mirage.core.plugin_api.manager import DEFAULT_PLUGINS
+from mirage.core.run.loop import execute, step_seeds
+from mirage.core.run.validate import build_config
+from mirage.core.store.run_store import RunStore
 from mirage.plugins.filters import top_p_indices
 
 # Every test here trains a real (tiny) policy end to end.
@@ -311,11 +311,11 @@ def test_killed_run_resumes_without_duplicates(make_config_file, tiny_config, tm
 @pytest.fixture
 def saved_tiny_model(tmp_path) -> Path:
     """A tiny untrained model and a word tokenizer saved like a Hugging Face checkpoint."""
-    from mirage.core.config import EnvConfig
-    from mirage.plugins.backend_local.options import LocalOptions
-    from mirage.core.demos import collect_demonstrations
+    from mirage.core.config.run_config import EnvConfig
+    from mirage.core.rl.demos import collect_demonstrations
     from mirage.envs.frozenlake import FrozenLake, FrozenLakeOptions
     from mirage.plugins.backend_local.model import build_tiny_model
+    from mirage.plugins.backend_local.options import LocalOptions
     from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
 
     demos = collect_demonstrations(FrozenLake, FrozenLakeOptions(),

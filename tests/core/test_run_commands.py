@@ -11,8 +11,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from mirage.core.config import RunConfig
-from mirage.core.store import RunStore
+from mirage.core.config.run_config import RunConfig
+from mirage.core.store.run_store import RunStore
 
 IDS = ("20260101-000000-aaaaaa", "20260101-000001-bbbbbb", "20260102-000000-cccccc")
 SECOND, THIRD = "20260101-000001", "20260102"  # unique id prefixes

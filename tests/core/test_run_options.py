@@ -1,5 +1,5 @@
 """``core run`` and ``core preflight`` take their config options from one table
-(mirage/core/run_options.py): every option either sets a config path named there, with its
+(mirage/core/cli/run_options.py): every option either sets a config path named there, with its
 field's description as help, or is one of the few listed here that set no config field."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from mirage.core.cli import app
-from mirage.core.overrides import setting_type
-from mirage.core.run_options import RUN_OPTIONS, ConfigOption, GivenOptions, options
+from mirage.core.cli.program import app
+from mirage.core.cli.run_options import RUN_OPTIONS, ConfigOption, GivenOptions, options
+from mirage.core.config.overrides import setting_type
 
 # Options that set no config field: where the config comes from, where the run goes, how
 # it is labelled and shown. A new option belongs in RUN_OPTIONS unless it is one of these.
@@ -35,7 +35,7 @@ def test_every_option_sets_a_config_path_or_is_listed_as_setting_none(command):
     table = {option.flag: option for option in RUN_OPTIONS}
     unexplained = set(command_options(command)) - set(table) - NOT_CONFIG[command]
     assert not unexplained, (f"core {command} options with no config path: {sorted(unexplained)}; "
-                             "add them to RUN_OPTIONS (mirage/core/run_options.py)")
+                             "add them to RUN_OPTIONS (mirage/core/cli/run_options.py)")
     for flag in set(command_options(command)) & set(table):
         setting_type(table[flag].path)  # a config path --set would take too
 
@@ -48,7 +48,7 @@ def test_the_help_of_a_config_option_is_its_fields_description(command):
             continue
         option = table[flag]
         description = option.description if option.component else option.field().description
-        assert description, f"{flag}: {option.path} has no description in mirage/core/config.py"
+        assert description, f"{flag}: {option.path} has no description in mirage/core/config/run_config.py"
         assert CLI_SUFFIX.sub("", param.help) == description, flag
 
 
@@ -63,8 +63,8 @@ SECTION_KINDS = {"env": "envs", "filter": "filters", "model": "backends", "algor
 @pytest.mark.parametrize("option", [o for o in RUN_OPTIONS if o.component] + [QUARTILE],
                          ids=lambda o: o.flag)
 def test_a_components_option_restates_its_options_description(option):
-    from mirage.core.options import options_class
-    from mirage.core.plugins import build_plugins
+    from mirage.core.config.options import options_class
+    from mirage.core.plugin_api.manager import build_plugins
 
     section, options_field, key = option.path.split(".")
     assert options_field == "options"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from mirage.core.run_summary import summary_lines
-from mirage.core.store import RunStore
+from mirage.core.cli.run_summary import summary_lines
+from mirage.core.store.run_store import RunStore
 
 
 def test_a_run_ends_with_its_summary(cli, tiny_config_file, tmp_path):

@@ -1,4 +1,4 @@
-"""Tests for the DuckDB run store (mirage/core/store.py)."""
+"""Tests for the DuckDB run store (mirage/core/store/run_store.py)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from mirage.core.store import GroupRow, RunStore, default_db_path, new_run_id
-from mirage.core.store_file import SCHEMA_VERSION, StoreBusyError
-from mirage.core.store_rollouts import RolloutRow
+from mirage.core.store.file import SCHEMA_VERSION, StoreBusyError
+from mirage.core.store.rollouts import RolloutRow
+from mirage.core.store.run_store import GroupRow, RunStore, default_db_path, new_run_id
 
 REPO = Path(__file__).resolve().parents[2]
 STORE_VERSIONS = range(1, SCHEMA_VERSION + 1)  # tests/core/data/stores: one file each
@@ -258,7 +258,7 @@ def test_reader_in_other_process_between_writes(tmp_path: Path) -> None:
     store.record_step("r", 1, {"loss": 1.0}, _groups(2))
     reader = """
         import json, sys
-        from mirage.core.store import RunStore
+        from mirage.core.store.run_store import RunStore
         s = RunStore(sys.argv[1])
         run = s.get_run("r")
         print(json.dumps({"status": run["status"], "config": run["config"],

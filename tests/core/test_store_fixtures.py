@@ -19,14 +19,14 @@ from typer.testing import CliRunner
 
 from mirage.app import queries
 from mirage.app.reader import StoreReader
-from mirage.core.cli import app
-from mirage.core.config import config_hash
-from mirage.core.run_export import export_runs
-from mirage.core.store import GroupRow, RunStore
-from mirage.core.store_file import SCHEMA_VERSION
-from mirage.core.store_migrations import MIGRATIONS
-from mirage.core.store_rollouts import RolloutRow
-from mirage.core.validate import build_config
+from mirage.core.cli.program import app
+from mirage.core.config.run_config import config_hash
+from mirage.core.run.validate import build_config
+from mirage.core.store.export import export_runs
+from mirage.core.store.file import SCHEMA_VERSION
+from mirage.core.store.migrations import MIGRATIONS
+from mirage.core.store.rollouts import RolloutRow
+from mirage.core.store.run_store import GroupRow, RunStore
 from mirage.flows.progress import read_sweeps
 from mirage.flows.sweep_store import SweepStore
 

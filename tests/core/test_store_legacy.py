@@ -1,4 +1,4 @@
-"""Run configs stored by earlier code (mirage/core/store_legacy.py): the store's
+"""Run configs stored by earlier code (mirage/core/config/legacy.py): the store's
 migration brings them to today's layout once and keeps the hash each was known by.
 
 ``data/legacy_configs.json`` holds configs and hashes written by the code before
@@ -13,15 +13,16 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from mirage.core.config import RunConfig, config_hash
-from mirage.core.nested import MISSING, lookup
-from mirage.core.plugins import build_plugins
-from mirage.core.store import RunStore
-from mirage.core.store_legacy import (
+from mirage.core.config.legacy import (
     FLAT, MOVED, WARMSTART_SEED, WARMSTART_SEED_DEFAULT, current_layout, fill_warmstart_seed,
     original_hash,
 )
-from mirage.core.validate import ConfigError, build_config, parse_config, validate_config
+from mirage.core.config.nested import MISSING, lookup
+from mirage.core.config.run_config import RunConfig, config_hash
+from mirage.core.errors import ConfigError
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.run.validate import build_config, parse_config, validate_config
+from mirage.core.store.run_store import RunStore
 from mirage.flows.cells import plan_cells
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +65,7 @@ def test_a_setting_given_at_both_paths_is_refused():
 
 
 def test_a_setting_of_an_earlier_layout_is_refused_naming_where_it_lives_now():
-    from mirage.core.overrides import parse_settings
+    from mirage.core.config.overrides import parse_settings
 
     with pytest.raises(ConfigError, match=r"--set model\.warmstart_steps: this setting moved to "
                                           r"model\.options\.warmstart_steps"):
@@ -196,7 +197,7 @@ def test_every_registry_cell_finds_the_runs_it_found_before_the_hashes_were_stor
     """A registry cell matches a stored run by today's hashes exactly when it matched it by
     the hashes of before (the frozen original_hash of both); over every cell of every
     experiment and every run of the committed reproduction store."""
-    from mirage.core.experiments import load_registry
+    from mirage.core.run.experiments import load_registry
 
     runs = reproduction.list_runs()
     assert runs and all(run["config_hash"] == config_hash(run["config"]) for run in runs)

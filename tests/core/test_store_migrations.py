@@ -10,9 +10,9 @@ from datetime import datetime
 import duckdb
 import pytest
 
-from mirage.core.store import RunStore
-from mirage.core.store_file import SCHEMA_VERSION
-from mirage.core.store_migrations import MIGRATIONS
+from mirage.core.store.file import SCHEMA_VERSION
+from mirage.core.store.migrations import MIGRATIONS
+from mirage.core.store.run_store import RunStore
 
 # The DDL of schema version 2, as code before schema 3 wrote it (kept here on purpose:
 # the store's own DDL may change, old files do not).
@@ -122,8 +122,8 @@ def test_migration_5_names_the_warm_start_seed_old_runs_ran_with(tmp_path):
     """Runs stored before the warm-start seed's default became 0 ran with their run
     seed's own warm start: the migration writes that down (None), so a resume or a sweep
     reads them as they ran, and the hash they were known by stays."""
-    from mirage.core.config import config_hash
-    from mirage.core.store_legacy import original_hash
+    from mirage.core.config.legacy import original_hash
+    from mirage.core.config.run_config import config_hash
 
     db = tmp_path / "old.duckdb"
     schema_2_store(db, "per-seed", BEFORE_31)
@@ -143,8 +143,8 @@ def test_migration_6_stores_configs_in_todays_layout_with_their_hashes(tmp_path)
     """The hash of a run is computed once: the migration rewrites every stored config to
     today's layout, stores its hash and keeps the one it was known by; a sweep cell of
     the run follows it."""
-    from mirage.core.config import config_hash
-    from mirage.core.store_legacy import original_hash
+    from mirage.core.config.legacy import original_hash
+    from mirage.core.config.run_config import config_hash
 
     db = tmp_path / "old.duckdb"
     schema_2_store(db, "flat", FLAT)
@@ -178,8 +178,8 @@ def test_runs_imported_from_an_older_file_get_the_same_rewrite(tmp_path):
 
 
 def test_runs_imported_from_an_older_file_are_brought_to_todays_layout_and_hashed(tmp_path):
-    from mirage.core.config import config_hash
-    from mirage.core.store_legacy import current_layout, original_hash
+    from mirage.core.config.legacy import current_layout, original_hash
+    from mirage.core.config.run_config import config_hash
 
     schema_2_store(tmp_path / "cell.duckdb", "flat", FLAT)
     main = RunStore(tmp_path / "main.duckdb")

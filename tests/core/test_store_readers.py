@@ -9,8 +9,8 @@ import os
 import duckdb
 import pytest
 
-from mirage.core.store import RunStore
-from mirage.core.store_file import SCHEMA_VERSION
+from mirage.core.store.file import SCHEMA_VERSION
+from mirage.core.store.run_store import RunStore
 
 READERS = [["runs"], ["show", "r1"], ["tag", "r1", "t"], ["note", "r1", "n"], ["rename", "r1", "n"],
            ["diff", "r1", "r1"], ["export", "r1", "--out", "OUT"], ["delete", "r1", "--yes"],

@@ -10,8 +10,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from mirage.core.store import GroupRow, RunStore
-from mirage.core.store_file import writer_marker
+from mirage.core.store.file import writer_marker
+from mirage.core.store.run_store import GroupRow, RunStore
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,7 +19,7 @@ READER = """
     import sys, time
     from pathlib import Path
     from mirage.app.reader import StoreReader
-    from mirage.core.store_file import StoreBusyError
+    from mirage.core.store.file import StoreBusyError
 
     path, stop = sys.argv[1], Path(sys.argv[2])
     reader = StoreReader(path)

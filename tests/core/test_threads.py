@@ -9,9 +9,10 @@ import duckdb
 import pytest
 import torch
 
-from mirage.core import threads
-from mirage.core.loop import execute
-from mirage.core.validate import ConfigError, build_config
+from mirage.core.errors import ConfigError
+from mirage.core.run import threads
+from mirage.core.run.loop import execute
+from mirage.core.run.validate import build_config
 
 
 def test_a_configured_count_is_used_as_it_is() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mirage.core.backend import Backend
-from mirage.core.components import AdvantageEstimator, Algorithm, Diagnostic, Filter, Logger
+from mirage.core.plugin_api.components import AdvantageEstimator, Algorithm, Diagnostic, Filter, Logger
+from mirage.core.rl.backend import Backend
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

@@ -26,7 +26,7 @@ import pytest
 import yaml
 from markdown_it import MarkdownIt
 
-from mirage.core.store import RunStore
+from mirage.core.store.run_store import RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

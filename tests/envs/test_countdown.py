@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from mirage.core.episode import apply_response, start_episode
-from mirage.core.config import EnvConfig
+from mirage.core.config.run_config import EnvConfig
+from mirage.core.rl.episode import apply_response, start_episode
 from mirage.envs import arithmetic
 from mirage.envs.countdown import Countdown, CountdownOptions
 

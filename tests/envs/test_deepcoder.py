@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from mirage.core.store import RunStore
+from mirage.core.store.run_store import RunStore
 from mirage.envs import coding_tasks
 from mirage.envs.answer import spaced
 from mirage.envs.deepcoder import DeepCoder, DeepCoderOptions, clean_code

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from mirage.core.loop import execute
-from mirage.core.plugins import build_plugins
-from mirage.core.store import RunStore
-from mirage.core.validate import build_config
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.run.loop import execute
+from mirage.core.run.validate import build_config
+from mirage.core.store.run_store import RunStore
 
 
 @pytest.mark.plugin_autoload

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from mirage.core.plugins import build_plugins
-from mirage.core.store import RunStore
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.store.run_store import RunStore
 
 NEW_ENVS = ("countdown", "metamathqa", "searchqa", "webshop", "deepcoder")
 

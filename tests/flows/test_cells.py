@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mirage.core.config import RunConfig
-from mirage.core.presets import TINY
-from mirage.core.validate import ConfigError
+from mirage.core.config.presets import TINY
+from mirage.core.config.run_config import RunConfig
+from mirage.core.errors import ConfigError
 from mirage.flows.cells import cell_root, plan_cells
 
 REPO = Path(__file__).resolve().parents[2]

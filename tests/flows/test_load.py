@@ -7,9 +7,9 @@ import json
 import duckdb
 import pytest
 
-from mirage.core.config import config_hash
-from mirage.core.store import GroupRow, RunStore
-from mirage.core.validate import build_config
+from mirage.core.config.run_config import config_hash
+from mirage.core.run.validate import build_config
+from mirage.core.store.run_store import GroupRow, RunStore
 from mirage.flows.cells import CellSpec
 from mirage.flows.load import completed_runs, load_cell, ran_before, reused_cell
 from mirage.flows.sweep_store import SweepStore
@@ -120,7 +120,7 @@ def test_a_run_stored_before_a_setting_existed_is_still_reused(tmp_path):
 def test_a_run_of_an_earlier_results_version_is_never_reused(tmp_path):
     """A run stored before results_version existed (or under another one) ran under other
     semantics (earlier demonstrations, veRL's float32 advantages): same config, no reuse."""
-    from mirage.core.config import RESULTS_VERSION
+    from mirage.core.config.run_config import RESULTS_VERSION
 
     main = RunStore(tmp_path / "main.duckdb")
     older = resolved(steps=2).model_dump(mode="json")

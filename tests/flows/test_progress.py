@@ -13,8 +13,8 @@ import textwrap
 
 import pytest
 
-from mirage.core.config import RunConfig
-from mirage.core.store import RunStore
+from mirage.core.config.run_config import RunConfig
+from mirage.core.store.run_store import RunStore
 from mirage.flows.cells import CELL_DB, OUTCOME, cell_root
 from mirage.flows.progress import read_sweeps
 from mirage.flows.sweep_store import SweepStore

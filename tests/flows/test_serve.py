@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mirage.core.store import RunStore
+from mirage.core.store.run_store import RunStore
 from mirage.flows.sweep_store import SweepStore
 
 from .conftest import api_get, kill_tree

@@ -8,9 +8,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from mirage.core.store import RunStore
-from mirage.flows.sweep_store import SweepStore
+from mirage.core.store.run_store import RunStore
 from mirage.flows.progress import read_sweeps
+from mirage.flows.sweep_store import SweepStore
 
 REPO = Path(__file__).resolve().parents[2]
 SHRINK = {"settings": {"filter.name": "top_p", "steps": 2, "threads": 1}, "preset": "tiny"}

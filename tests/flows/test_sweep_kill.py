@@ -14,7 +14,7 @@ import psutil
 import pytest
 import yaml
 
-from mirage.core.store import RunStore
+from mirage.core.store.run_store import RunStore
 from .conftest import kill_tree
 
 REPO = Path(__file__).resolve().parents[2]

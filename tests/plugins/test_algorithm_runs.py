@@ -15,14 +15,15 @@ from typer.testing import CliRunner
 
 from doc_examples import doc_module
 
-from mirage.core.cli import app
-from mirage.core.components import AdvantageEstimator
-from mirage.core.config import RunConfig
-from mirage.core.hookspecs import hookimpl
-from mirage.core.loop import execute
-from mirage.core.plugins import build_plugins
-from mirage.core.store import RunStore
-from mirage.core.validate import ConfigError, build_config, validate_config
+from mirage.core.cli.program import app
+from mirage.core.config.run_config import RunConfig
+from mirage.core.errors import ConfigError
+from mirage.core.plugin_api.components import AdvantageEstimator
+from mirage.core.plugin_api.hookspecs import hookimpl
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.run.loop import execute
+from mirage.core.run.validate import build_config, validate_config
+from mirage.core.store.run_store import RunStore
 from mirage.plugins.backend_local.backend import LocalBackend
 from mirage.plugins.verl_algorithms.common import Row
 from mirage.plugins.verl_algorithms.update import PolicyGradient
@@ -269,7 +270,7 @@ def docs_example_module() -> ModuleType:
 
 
 def test_the_documented_third_party_algorithm_works(tiny_config):
-    from mirage.core.batch import Trajectory, Turn
+    from mirage.core.rl.batch import Trajectory, Turn
 
     plugins = build_plugins(extra=[("my_rloo", docs_example_module())])
     data = tiny_config()

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 import torch
 
-from mirage.core.backend import PolicyOutput
-from mirage.core.batch import Batch, Group, Trajectory, Turn
-from mirage.core import training
-from mirage.core.config import RunConfig
-from mirage.core.options import NoOptions
-from mirage.core.plugins import build_plugins
-from mirage.core.validate import build_config
+from mirage.core.config.options import NoOptions
+from mirage.core.config.run_config import RunConfig
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.rl import training
+from mirage.core.rl.backend import PolicyOutput
+from mirage.core.rl.batch import Batch, Group, Trajectory, Turn
+from mirage.core.run.validate import build_config
 from mirage.plugins.verl_algorithms.register import DAPO, GRPO, PPO, DrGRPO
 
 VOCAB = 6

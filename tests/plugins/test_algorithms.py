@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from mirage.core.batch import Trajectory, Turn
-from mirage.core.validate import build_config
+from mirage.core.rl.batch import Trajectory, Turn
+from mirage.core.run.validate import build_config
 from mirage.plugins.verl_algorithms.common import actor_loss, critic_loss, token_weights
 from mirage.plugins.verl_algorithms.dapo import overlong_penalty, turn_rewards
 from mirage.plugins.verl_algorithms.outcome import group_advantages, outcome_rows

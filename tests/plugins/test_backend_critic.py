@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mirage.core.validate import build_config
+from mirage.core.run.validate import build_config
 from mirage.envs.frozenlake import FrozenLake
 from mirage.plugins.backend_local.backend import LocalBackend
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mirage.core.config import EnvConfig
-from mirage.core.episode import build_context, format_response, start_episode
-from mirage.core.validate import build_config
+from mirage.core.config.run_config import EnvConfig
+from mirage.core.rl.episode import build_context, format_response, start_episode
+from mirage.core.run.validate import build_config
 from mirage.envs.frozenlake import FrozenLake
 from mirage.plugins.backend_local.model import load_pretrained
 from mirage.plugins.backend_local.options import LocalOptions

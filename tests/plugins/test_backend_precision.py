@@ -12,10 +12,10 @@ import math
 import pytest
 import torch
 
-from mirage.core.loop import execute
-from mirage.core.store import RunStore
-from mirage.core.store_legacy import original_hash
-from mirage.core.validate import build_config
+from mirage.core.config.legacy import original_hash
+from mirage.core.run.loop import execute
+from mirage.core.run.validate import build_config
+from mirage.core.store.run_store import RunStore
 from mirage.envs.frozenlake import FrozenLake
 from mirage.plugins.backend_local import precision
 from mirage.plugins.backend_local.backend import LocalBackend
@@ -29,7 +29,7 @@ no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible 
 # since (issue #31: 20 iterations, 128 validation episodes): a config at the old ones kept
 # the old default's hash. Until hashes were stored (#34, schema 6) those were recomputed
 # from stored configs; they are the original hashes now, and today's hashes are pinned too:
-# a change of them needs a store migration (mirage/core/store_migrations.py).
+# a change of them needs a store migration (mirage/core/store/migrations.py).
 ORIGINAL_HASHES = {"old defaults": "73a561fb94de3d94", "defaults": "e6ce45747d0ea66b",
                    "tiny": "1d28e8b34c62cc93"}  # the tiny config at 2 steps
 RUN_HASHES = {"old defaults": "54fb1fdf883f99c9", "defaults": "dae3e85d992f1bf8",

@@ -12,11 +12,11 @@ import pytest
 
 from doc_examples import doc_module
 
-from mirage.core.loop import execute
-from mirage.core.plugins import build_plugins
-from mirage.core.presets import TINY
-from mirage.core.store import RunStore
-from mirage.core.validate import build_config
+from mirage.core.config.presets import TINY
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.run.loop import execute
+from mirage.core.run.validate import build_config
+from mirage.core.store.run_store import RunStore
 
 
 def doc_example() -> ModuleType:

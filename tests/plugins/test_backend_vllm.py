@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from mirage.core.loop import execute
-from mirage.core.presets import TINY
-from mirage.core.plugins import build_plugins
-from mirage.core.store import RunStore
-from mirage.core.validate import build_config
+from mirage.core.config.presets import TINY
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.run.loop import execute
+from mirage.core.run.validate import build_config
+from mirage.core.store.run_store import RunStore
 from mirage.plugins.backend_local.backend import LocalBackend
 from mirage.plugins.backend_vllm import support
 from mirage.plugins.backend_vllm.agreement import ABS_DIFF, KL, SamplerAgreement

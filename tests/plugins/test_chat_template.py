@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from mirage.core.batch import make_batch
-from mirage.core.config import EnvConfig, RunConfig
-from mirage.plugins.backend_local.options import LocalOptions
-from mirage.core.demos import collect_demonstrations
-from mirage.core.episode import THINK
-from mirage.core.loop import open_session
-from mirage.core.plugins import build_plugins
-from mirage.core.validate import build_config, validate_config
+from mirage.core.config.run_config import EnvConfig, RunConfig
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.rl.batch import make_batch
+from mirage.core.rl.demos import collect_demonstrations
+from mirage.core.rl.episode import THINK
+from mirage.core.run.loop import open_session
+from mirage.core.run.validate import build_config, validate_config
 from mirage.envs.frozenlake import FrozenLake, FrozenLakeOptions
 from mirage.plugins.backend_local import chat_template
 from mirage.plugins.backend_local.model import build_tiny_model
+from mirage.plugins.backend_local.options import LocalOptions
 from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
 from mirage.plugins.rollout import mirage_rollout
 

@@ -9,15 +9,15 @@ from types import ModuleType, SimpleNamespace
 
 from doc_examples import doc_module
 
-from mirage.core.batch import Batch, Group, Trajectory, Turn
-from mirage.core.components import Diagnostic
-from mirage.core.config import RunConfig
-from mirage.core.loop import execute
-from mirage.core.options import NoOptions, options_class
-from mirage.core.plugins import build_plugins
-from mirage.core.presets import TINY
-from mirage.core.store import RunStore
-from mirage.core.validate import build_config
+from mirage.core.config.options import NoOptions, options_class
+from mirage.core.config.presets import TINY
+from mirage.core.config.run_config import RunConfig
+from mirage.core.plugin_api.components import Diagnostic
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.rl.batch import Batch, Group, Trajectory, Turn
+from mirage.core.run.loop import execute
+from mirage.core.run.validate import build_config
+from mirage.core.store.run_store import RunStore
 
 
 def doc_example() -> ModuleType:

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from mirage.core.batch import Batch, Group, Trajectory, Turn
-from mirage.core.config import CollapseAlarmConfig
+from mirage.core.config.run_config import CollapseAlarmConfig
+from mirage.core.rl.batch import Batch, Group, Trajectory, Turn
 from mirage.plugins.diagnostics import mi_proxies
 from mirage.plugins.diagnostics.collapse import check_collapse
 from mirage.plugins.diagnostics.cross_scoring import assign_columns, cross_score, sampled_turns
@@ -117,7 +117,7 @@ class _StubRun:
 
         class Hook:
             def mirage_cross_score(self, run, contexts, responses):
-                from mirage.core.backend import CrossScores
+                from mirage.core.rl.backend import CrossScores
                 run.asked = (contexts, responses)
                 # response r (token id 100 + c) matches context c only
                 logprobs = torch.tensor([[0.0 if resp[0] - 100 == ctx[0] else -9.0 for ctx in contexts]

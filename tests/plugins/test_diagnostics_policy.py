@@ -8,11 +8,11 @@ import re
 import pytest
 import torch
 
-from mirage.core.batch import make_batch
-from mirage.core.episode import format_response
-from mirage.core.loop import cache_dir, open_session
-from mirage.core.plugins import build_plugins
-from mirage.core.validate import build_config, validate_config
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.rl.batch import make_batch
+from mirage.core.rl.episode import format_response
+from mirage.core.run.loop import cache_dir, open_session
+from mirage.core.run.validate import build_config, validate_config
 from mirage.plugins.diagnostics.cross_scoring import first_turns
 
 
@@ -114,7 +114,7 @@ def test_gradient_decomposition_leaves_the_model_as_it_was(tiny_config, algo):
             turn.reward = 0.0
     for k, trajectory in enumerate(batch.groups[1].trajectories):  # group 1: varied
         trajectory.turns[-1].reward = float(k)
-    from mirage.core.scoring import score_batch
+    from mirage.core.run.scoring import score_batch
     score_batch(session, batch)
     session.backend.freeze_reference()
     model = session.backend.model

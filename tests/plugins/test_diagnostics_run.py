@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mirage.core.loop import CollapseAlarmStop, execute
-from mirage.core.store import RunStore
-from mirage.core.validate import build_config
+from mirage.core.run.loop import CollapseAlarmStop, execute
+from mirage.core.run.validate import build_config
+from mirage.core.store.run_store import RunStore
 
 
 def _config(tiny_config, steps: int, **alarm):

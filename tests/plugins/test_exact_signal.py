@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mirage.core.batch import Batch, Group, Selection, Trajectory, Turn
-from mirage.core.config import FilterConfig, RunConfig
-from mirage.core.loop import execute
-from mirage.core.options import NoOptions, options_class
-from mirage.core.returns import returns_equal
-from mirage.core.store import RunStore
-from mirage.core.validate import build_config
+from mirage.core.config.options import NoOptions, options_class
+from mirage.core.config.run_config import FilterConfig, RunConfig
+from mirage.core.rl.batch import Batch, Group, Selection, Trajectory, Turn
+from mirage.core.rl.returns import returns_equal
+from mirage.core.run.loop import execute
+from mirage.core.run.validate import build_config
+from mirage.core.store.run_store import RunStore
 from mirage.plugins.diagnostics.rewards import reward_structure
 from mirage.plugins.filters import TopPFilter
 from mirage.plugins.filters.metrics import selection_metrics

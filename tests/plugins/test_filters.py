@@ -16,18 +16,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirage.core.batch import Batch, Group, Selection, Trajectory, Turn
-from mirage.core.config import FilterConfig, RunConfig
-from mirage.core.options import NoOptions, options_class
-from mirage.core.plugins import build_plugins
-from mirage.core.stages import loss_scale
-from mirage.core.validate import build_config
-from mirage.plugins.verl_algorithms.register import GRPO
+from mirage.core.config.options import NoOptions, options_class
+from mirage.core.config.run_config import FilterConfig, RunConfig
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.rl.batch import Batch, Group, Selection, Trajectory, Turn
+from mirage.core.run.stages import loss_scale
+from mirage.core.run.validate import build_config
 from mirage.plugins.filters import (
     EntropyFilter, LengthFilter, NoFilter, TopKFilter, TopPFilter, TrajectoryFilter,
     group_scores, mean_entropy, mean_response_tokens, softmax_top_p_indices, top_k_indices,
     top_p_indices, trajectory_indices,
 )
+from mirage.plugins.verl_algorithms.register import GRPO
 
 
 # --------------------------------------------------------------------------- top_p_indices
@@ -672,7 +672,7 @@ BAD_FILTER_INPUTS = {
 
 @pytest.fixture
 def store_with_a_run(tmp_path):
-    from mirage.core.store import RunStore
+    from mirage.core.store.run_store import RunStore
 
     db = tmp_path / "store" / "runs.duckdb"
     RunStore(db).create_run("existing", RunConfig().model_dump(mode="json"), [], None, seed=0)
@@ -688,8 +688,8 @@ def test_bad_filter_settings_exit_2_with_one_line_and_write_nothing(case, store_
                                                                     tiny_config_file, contents):
     from typer.testing import CliRunner
 
-    from mirage.core.cli import app
-    from mirage.core.store import RunStore
+    from mirage.core.cli.program import app
+    from mirage.core.store.run_store import RunStore
 
     args, fragments = BAD_FILTER_INPUTS[case]
     before = contents(RunStore(store_with_a_run)), files_under(store_with_a_run.parent)
@@ -717,8 +717,8 @@ def test_unknown_mode_in_a_real_process(cli, tiny_config_file, tmp_path):
 def test_filter_options_reach_the_config(monkeypatch, tiny_config_file, tmp_path):
     from typer.testing import CliRunner
 
-    from mirage.core import loop
-    from mirage.core.cli import app
+    from mirage.core.cli.program import app
+    from mirage.core.run import loop
 
     seen = []
     monkeypatch.setattr(loop, "execute", lambda config, db, **kw: seen.append(config) or "r")

@@ -24,13 +24,14 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from mirage.core.components import Logger
-from mirage.core.config import RunConfig, config_hash
-from mirage.core.hookspecs import hookimpl
-from mirage.core.loop import execute
-from mirage.core.plugins import build_plugins
-from mirage.core.store import RunStore
-from mirage.core.validate import ConfigError, build_config, validate_config
+from mirage.core.config.run_config import RunConfig, config_hash
+from mirage.core.errors import ConfigError
+from mirage.core.plugin_api.components import Logger
+from mirage.core.plugin_api.hookspecs import hookimpl
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.run.loop import execute
+from mirage.core.run.validate import build_config, validate_config
+from mirage.core.store.run_store import RunStore
 from mirage.plugins.loggers.mlflow_logger import MlflowLogger, mlflow_name
 
 pytestmark = pytest.mark.slow  # real (tiny) runs

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mirage.core.batch import Batch, Group, Trajectory, Turn
-from mirage.core.config import FilterConfig, RunConfig
-from mirage.core.validate import build_config
+from mirage.core.config.run_config import FilterConfig, RunConfig
+from mirage.core.rl.batch import Batch, Group, Trajectory, Turn
+from mirage.core.run.validate import build_config
 from mirage.plugins.backend_local.backend import LocalBackend
 from mirage.plugins.filters import QuartileFilter, quartile_indices
 
@@ -47,8 +47,9 @@ def test_quartile_indices_keep_at_least_one_and_cover_the_batch():
 
 
 def test_quartile_must_be_one_to_four(tiny_config):
-    from mirage.core.plugins import build_plugins
-    from mirage.core.validate import ConfigError, validate_config
+    from mirage.core.errors import ConfigError
+    from mirage.core.plugin_api.manager import build_plugins
+    from mirage.core.run.validate import validate_config
 
     config = build_config(tiny_config() | {"filter": {"name": "quartile", "options": {"quartile": 5}}})
     with pytest.raises(ConfigError, match=r"^invalid filter\.options\.quartile: Input should be less than "
@@ -64,8 +65,8 @@ def local_backend(config) -> LocalBackend:
 @pytest.mark.parametrize("decoder", ["generate", "lean"])
 def test_rollout_sampling_options_reach_generate(monkeypatch, tiny_config, decoder):
     from mirage.plugins.backend_local import decode
-    from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
     from mirage.plugins.backend_local.model import build_tiny_model
+    from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
 
     data = tiny_config()
     data["rollout"] |= {"top_p": 0.9, "min_p": 0.2}
@@ -100,8 +101,8 @@ def test_rollout_sampling_options_reach_generate(monkeypatch, tiny_config, decod
 
 def test_min_p_truncates_the_sampled_tokens(tiny_config):
     """min-p 0.99 leaves only the most probable token: sampling equals greedy."""
-    from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
     from mirage.plugins.backend_local.model import build_tiny_model
+    from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
 
     config = build_config(tiny_config())
     backend = local_backend(config)

@@ -10,10 +10,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from mirage.core.loop import execute
-from mirage.core.plugins import build_plugins
-from mirage.core.store import RunStore
-from mirage.core.validate import build_config
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.run.loop import execute
+from mirage.core.run.validate import build_config
+from mirage.core.store.run_store import RunStore
 from mirage.plugins.backend_local import shipped
 from mirage.plugins.backend_local.options import LocalOptions
 from mirage.plugins.backend_local.warmstart import cache_key, warm_start

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from mirage.core.loop import execute
-from mirage.core.presets import TINY
-from mirage.core.store import RunStore
-from mirage.core.validate import build_config
+from mirage.core.config.presets import TINY
+from mirage.core.run.loop import execute
+from mirage.core.run.validate import build_config
+from mirage.core.store.run_store import RunStore
 
 GOLDEN = Path(__file__).parent / "data" / "training_seam_metrics.json"
 

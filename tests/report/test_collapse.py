@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from mirage.core.config import RunConfig
-from mirage.core.store import RunStore
+from mirage.core.config.run_config import RunConfig
+from mirage.core.store.run_store import RunStore
 from mirage.report.collapse import collapse_study
 from mirage.report.results import export_study, read_study
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mirage.core.store import RunStore
+from mirage.core.store.run_store import RunStore
 from mirage.report.results import (
     POWERED, STUDY_EXPERIMENTS, Study, export_study, findings_experiment, read_study, restore_study,
 )

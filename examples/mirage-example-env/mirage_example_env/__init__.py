@@ -12,8 +12,8 @@ import random
 
 from pydantic import Field
 
-from mirage.core.env import StepOutcome
-from mirage.core.hookspecs import hookimpl
+from mirage.core.plugin_api.hookspecs import hookimpl
+from mirage.core.rl.env import StepOutcome
 from mirage.envs.answer import AnswerEnvironment, AnswerOptions, PersonaAnswerDemonstrator, parse_number
 
 __version__ = "0.1.0"

@@ -5,9 +5,9 @@ a deliberately naive rule that shows the whole path: a ``Filter`` subclass with 
 registration hook, and an entry point in the ``mirage`` group.
 """
 
-from mirage.core.batch import Batch, Selection
-from mirage.core.components import Filter
-from mirage.core.hookspecs import hookimpl
+from mirage.core.plugin_api.components import Filter
+from mirage.core.plugin_api.hookspecs import hookimpl
+from mirage.core.rl.batch import Batch, Selection
 
 __version__ = "0.1.0"
 

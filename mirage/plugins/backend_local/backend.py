@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from transformers.utils import logging as hf_logging
 
-from mirage.core.backend import Backend, CrossScores, PolicyOutput
-from mirage.core.config import RunConfig
+from mirage.core.config.run_config import RunConfig
+from mirage.core.rl.backend import Backend, CrossScores, PolicyOutput
 from mirage.plugins.backend_local import chat_template, cross_scoring, decode, precision
 from mirage.plugins.backend_local import model as model_lib
 from mirage.plugins.backend_local.critic import ValueModel

@@ -9,7 +9,7 @@ starts inside its reasoning, as RAGEN prompts it, and the response the parser re
 
 from __future__ import annotations
 
-from mirage.core.episode import THINK
+from mirage.core.rl.episode import THINK
 
 
 def available(tokenizer) -> bool:

@@ -14,11 +14,11 @@ from typing import Any, Optional
 
 import typer
 
-from mirage.core.cli_common import fail, settings
-from mirage.core.config import MAX_BATCH_TRAJECTORIES
-from mirage.core.hookspecs import hookimpl
-from mirage.core.overrides import assign
-from mirage.core.validate import ConfigError
+from mirage.core.cli.common import fail, settings
+from mirage.core.config.overrides import assign
+from mirage.core.config.run_config import MAX_BATCH_TRAJECTORIES
+from mirage.core.errors import ConfigError
+from mirage.core.plugin_api.hookspecs import hookimpl
 from mirage.plugins.backend_local.shipped import FACTS_FILE
 
 MAX_BATCHES = 1000  # each is P x G rollouts and their cross-scoring
@@ -41,10 +41,10 @@ def warmstart(
 ) -> None:
     """Show where ENV's warm start comes from (shipped, cached or trained now), or rebuild
     and record it."""
-    from mirage.core.loop import cache_dir, open_session
-    from mirage.core.plugins import build_plugins
-    from mirage.core.threads import apply_checked
-    from mirage.core.validate import parse_config, validate_config
+    from mirage.core.plugin_api.manager import build_plugins
+    from mirage.core.run.loop import cache_dir, open_session
+    from mirage.core.run.threads import apply_checked
+    from mirage.core.run.validate import parse_config, validate_config
     from mirage.plugins.backend_local import shipped, warmstart as ws
 
     if out is not None:
@@ -115,8 +115,8 @@ def _check_out(out: Path) -> None:
 def _measure(config, plugins, directory: Path, episodes: int, batches: int) -> dict[str, Any]:
     """The policy saved in ``directory`` measured through a run session that loads it as
     ``model.path``, with the prompts the tiny policy sees (no instruction, no chat template)."""
-    from mirage.core.loop import cache_dir, open_session
-    from mirage.core.validate import validate_config
+    from mirage.core.run.loop import cache_dir, open_session
+    from mirage.core.run.validate import validate_config
     from mirage.plugins.backend_local.quality import policy_quality
 
     data = config.model_dump(mode="json")
@@ -130,7 +130,7 @@ def _measure(config, plugins, directory: Path, episodes: int, batches: int) -> d
 
 
 def _git_commit() -> str | None:
-    from mirage.core.run_records import git_record
+    from mirage.core.run.records import git_record
 
     record = git_record()
     return None if record.get("commit") is None else record["commit"] + ("-dirty" if record.get("dirty") else "")

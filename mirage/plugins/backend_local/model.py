@@ -17,8 +17,8 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
+from mirage.core.config.paths import checkpoint_problem
 from mirage.plugins.backend_local.options import LocalOptions
-from mirage.core.paths import checkpoint_problem
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 # transformers builds a pretrained model under process-wide switches (meta-device init,

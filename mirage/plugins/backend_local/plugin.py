@@ -1,6 +1,6 @@
 """Registers the local torch + transformers backend as ``local``."""
 
-from mirage.core.hookspecs import hookimpl
+from mirage.core.plugin_api.hookspecs import hookimpl
 
 
 @hookimpl

@@ -12,9 +12,9 @@ import statistics
 
 import torch
 
-from mirage.core.batch import make_batch
-from mirage.core.session import RunSession
-from mirage.core.stages import validate_policy
+from mirage.core.plugin_api.session import RunSession
+from mirage.core.rl.batch import make_batch
+from mirage.core.run.stages import validate_policy
 from mirage.plugins.diagnostics.mi import MutualInformation
 
 ROLLOUT_SEED_BASE = 80_000_000  # prompts disjoint from validation and demonstrations

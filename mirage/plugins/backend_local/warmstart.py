@@ -26,12 +26,12 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from mirage.core.config import RunConfig
-from mirage.core.demos import collect_demonstrations
+from mirage.core.config.run_config import RunConfig
+from mirage.core.rl.demos import collect_demonstrations
 from mirage.plugins.backend_local import model as model_lib
 from mirage.plugins.backend_local import shipped
-from mirage.plugins.backend_local.shipped import FACTS_FILE
 from mirage.plugins.backend_local.options import WARM_START_SHAPE, LocalOptions
+from mirage.plugins.backend_local.shipped import FACTS_FILE
 from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
 
 # 2: the key covers a fingerprint of the demonstrations, tokenizer and model config, and

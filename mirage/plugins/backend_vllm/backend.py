@@ -12,8 +12,8 @@ from typing import Any
 import torch
 from pydantic import Field
 
-from mirage.core.backend import PolicyOutput
-from mirage.core.config import RunConfig
+from mirage.core.config.run_config import RunConfig
+from mirage.core.rl.backend import PolicyOutput
 from mirage.plugins.backend_local.backend import LocalBackend
 from mirage.plugins.backend_local.options import LocalOptions
 from mirage.plugins.backend_vllm import support

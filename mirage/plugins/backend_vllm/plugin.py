@@ -1,6 +1,6 @@
 """Registers the vLLM-sampling backend as ``vllm``."""
 
-from mirage.core.hookspecs import hookimpl
+from mirage.core.plugin_api.hookspecs import hookimpl
 
 
 @hookimpl

@@ -6,7 +6,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from mirage.core.config import RunConfig
+from mirage.core.config.run_config import RunConfig
 
 # vLLM's CPU attention kernels take head sizes of 32 and up (issue #17; vLLM's CPU backend
 # lists its supported sizes, all >= 32).

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from mirage.core.hookspecs import hookimpl
+from mirage.core.plugin_api.hookspecs import hookimpl
 from mirage.plugins.diagnostics.collapse import CollapseAlarm
 from mirage.plugins.diagnostics.gradients import GradientDecomposition
 from mirage.plugins.diagnostics.mi import MutualInformation, mi_proxies

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from mirage.core.batch import Batch
-from mirage.core.components import Diagnostic
-from mirage.core.config import CollapseAlarmConfig, RunConfig
+from mirage.core.config.run_config import CollapseAlarmConfig, RunConfig
+from mirage.core.plugin_api.components import Diagnostic
+from mirage.core.rl.batch import Batch
 from mirage.plugins.diagnostics.mi import MutualInformation
 
 STATE = "collapse_alarm"  # run.state key: the streak and early entropies, checkpointed

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mirage.core.batch import Batch, Turn
+from mirage.core.rl.batch import Batch, Turn
 
 
 @dataclass

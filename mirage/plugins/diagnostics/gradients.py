@@ -21,8 +21,8 @@ import math
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from mirage.core.batch import Batch
-from mirage.core.components import Diagnostic
+from mirage.core.plugin_api.components import Diagnostic
+from mirage.core.rl.batch import Batch
 
 BUCKETS = 6
 TERMS = ("task", "entropy", "kl")

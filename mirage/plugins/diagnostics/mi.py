@@ -14,9 +14,9 @@ import math
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from mirage.core.batch import Batch, Turn
-from mirage.core.components import Diagnostic
-from mirage.core.config import MIScope
+from mirage.core.config.run_config import MIScope
+from mirage.core.plugin_api.components import Diagnostic
+from mirage.core.rl.batch import Batch, Turn
 from mirage.plugins.diagnostics.cross_scoring import ScoredTurns, cross_score, first_turns, sampled_turns
 
 RECALL_KS = (2, 4, 8)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from mirage.core.batch import Batch, Group
-from mirage.core.components import Diagnostic
+from mirage.core.plugin_api.components import Diagnostic
+from mirage.core.rl.batch import Batch, Group
 
 
 def difficulty(group: Group) -> str:

@@ -10,18 +10,18 @@ selection rules are pure functions in ``rules``; what groups are ranked by is in
 
 from __future__ import annotations
 
-from mirage.core.hookspecs import hookimpl
+from mirage.core.plugin_api.hookspecs import hookimpl
 from mirage.plugins.filters.metrics import selection_metrics
 from mirage.plugins.filters.prompt_level import (
     EntropyFilter, LengthFilter, NoFilter, RankingFilter, TopKFilter, TopPFilter,
 )
+from mirage.plugins.filters.quartile import QuartileFilter, quartile_indices
 from mirage.plugins.filters.rules import (
     ranking, softmax_top_p_indices, top_k_indices, top_p_indices, trajectory_indices,
 )
 from mirage.plugins.filters.scores import (
     eligible_groups, group_scores, mean_entropy, mean_response_tokens, trajectory_entropy,
 )
-from mirage.plugins.filters.quartile import QuartileFilter, quartile_indices
 from mirage.plugins.filters.trajectory import TrajectoryFilter
 
 __all__ = [

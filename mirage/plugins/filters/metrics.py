@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from mirage.core.batch import Batch
+from mirage.core.rl.batch import Batch
 
 
 def selection_metrics(batch: Batch, scores: list[float], kept: list[int],

@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mirage.core.batch import Batch, Selection
-from mirage.core.components import Filter
+from mirage.core.plugin_api.components import Filter
+from mirage.core.rl.batch import Batch, Selection
 from mirage.plugins.filters.metrics import selection_metrics
 from mirage.plugins.filters.rules import softmax_top_p_indices, top_k_indices, top_p_indices
 from mirage.plugins.filters.scores import (

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mirage.core.batch import Batch, Selection
+from mirage.core.rl.batch import Batch, Selection
 from mirage.plugins.filters.metrics import selection_metrics
+from mirage.plugins.filters.prompt_level import RankingFilter
 from mirage.plugins.filters.rules import ranking
 from mirage.plugins.filters.scores import group_scores
-from mirage.plugins.filters.prompt_level import RankingFilter
 
 
 def quartile_indices(scores: list[float], quartile: int, keep: str = "largest") -> list[int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Literal, Sequence
 
-from mirage.core.returns import returns_equal
+from mirage.core.rl.returns import returns_equal
 
 Keep = Literal["largest", "smallest"]
 

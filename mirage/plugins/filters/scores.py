@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from mirage.core.batch import Batch, Group, Trajectory
+from mirage.core.rl.batch import Batch, Group, Trajectory
 
 
 def group_scores(batch: Batch, score: str) -> list[float]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mirage.core.batch import Batch, Selection
-from mirage.core.components import Filter
+from mirage.core.plugin_api.components import Filter
+from mirage.core.rl.batch import Batch, Selection
 from mirage.plugins.filters.metrics import selection_metrics
 from mirage.plugins.filters.rules import trajectory_indices
 from mirage.plugins.filters.scores import group_scores

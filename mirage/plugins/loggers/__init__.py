@@ -14,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from mirage.core.hookspecs import hookimpl
-from mirage.core.run_hooks import guarded
-from mirage.core.session import RunSession
+from mirage.core.plugin_api.hookspecs import hookimpl
+from mirage.core.plugin_api.session import RunSession
+from mirage.core.run.run_hooks import guarded
 from mirage.plugins.loggers.mlflow_logger import MlflowLogger
 from mirage.plugins.loggers.tensorboard_logger import TensorBoardLogger
 from mirage.plugins.loggers.wandb_logger import WandbLogger

@@ -9,8 +9,8 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mirage.core.components import Logger
-from mirage.core.config import RunConfig
+from mirage.core.config.run_config import RunConfig
+from mirage.core.plugin_api.components import Logger
 from mirage.plugins.loggers.library import missing_library
 
 RUN_ID_TAG = "mirage.run_id"

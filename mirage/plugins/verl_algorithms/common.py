@@ -7,8 +7,8 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from mirage.core.config import AlgorithmConfig
-from mirage.core.training import Row  # noqa: F401  (where algorithms import it from)
+from mirage.core.config.run_config import AlgorithmConfig
+from mirage.core.rl.training import Row  # noqa: F401  (where algorithms import it from)
 
 
 def core_algos():

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from mirage.core.batch import Batch, Group, Trajectory, make_batch
-from mirage.core.config import AlgorithmConfig, RunConfig
-from mirage.core.returns import returns_equal
-from mirage.core.scoring import score_batch
+from mirage.core.config.run_config import AlgorithmConfig, RunConfig
+from mirage.core.rl.batch import Batch, Group, Trajectory, make_batch
+from mirage.core.rl.returns import returns_equal
+from mirage.core.run.scoring import score_batch
 
 
 def overlong_penalty(length: int, max_new_tokens: int, buffer: int, penalty: float) -> float:
@@ -52,7 +52,7 @@ def turn_rewards(trajectories: list[Trajectory], settings: AlgorithmConfig,
 
 def has_signal(group: Group) -> bool:
     """Do the group's kept trajectories differ in return (non-zero group advantage)?
-    Returns equal within :func:`~mirage.core.returns.returns_equal` do not."""
+    Returns equal within :func:`~mirage.core.rl.returns.returns_equal` do not."""
     return not returns_equal([t.episode_return for t in group.kept_trajectories()])
 
 

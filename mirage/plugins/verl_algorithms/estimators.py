@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mirage.core.batch import Trajectory
-from mirage.core.components import AdvantageEstimator
+from mirage.core.plugin_api.components import AdvantageEstimator
+from mirage.core.rl.batch import Trajectory
 from mirage.plugins.verl_algorithms.common import Row
 from mirage.plugins.verl_algorithms.outcome import outcome_rows
 from mirage.plugins.verl_algorithms.ppo import gae_rows

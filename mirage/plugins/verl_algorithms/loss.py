@@ -14,9 +14,9 @@ from typing import Sequence
 
 import torch
 
-from mirage.core.backend import PolicyOutput
-from mirage.core.config import AlgorithmConfig
-from mirage.core.training import Row
+from mirage.core.config.run_config import AlgorithmConfig
+from mirage.core.rl.backend import PolicyOutput
+from mirage.core.rl.training import Row
 from mirage.plugins.verl_algorithms.common import actor_loss, core_algos, critic_loss, pad
 
 

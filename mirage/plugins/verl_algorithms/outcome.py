@@ -7,7 +7,7 @@ prompt group: ``(R - mean) / (std + 1e-6)`` with the unbiased group std (GRPO, D
 ``AlgorithmConfig.group_statistics`` picks how the group statistics are computed:
 
 * ``exact`` (default): float64, and a group whose returns are equal within
-  :func:`~mirage.core.returns.returns_equal` gets advantage exactly 0, the paper's
+  :func:`~mirage.core.rl.returns.returns_equal` gets advantage exactly 0, the paper's
   formula (PAPER.md section 3);
 * ``verl``: veRL's ``grpo`` estimator as the reference code runs it, in float32, where
   the mean of equal returns can be off by a rounding step that ``/ (std + 1e-6)``
@@ -24,9 +24,9 @@ from collections import defaultdict
 import numpy as np
 import torch
 
-from mirage.core.batch import Trajectory
-from mirage.core.config import AlgorithmConfig, GroupStatistics
-from mirage.core.returns import episode_return, group_mean, group_variance, returns_equal
+from mirage.core.config.run_config import AlgorithmConfig, GroupStatistics
+from mirage.core.rl.batch import Trajectory
+from mirage.core.rl.returns import episode_return, group_mean, group_variance, returns_equal
 from mirage.plugins.verl_algorithms.common import Row, core_algos
 
 EPSILON = 1e-6  # veRL's epsilon in the std normalisation

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from mirage.core.batch import Trajectory
-from mirage.core.config import AlgorithmConfig
+from mirage.core.config.run_config import AlgorithmConfig
+from mirage.core.rl.batch import Trajectory
 from mirage.plugins.verl_algorithms.common import Row, core_algos
 
 

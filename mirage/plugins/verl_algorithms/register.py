@@ -9,7 +9,7 @@ read that no preset chose.
 
 from __future__ import annotations
 
-from mirage.core.hookspecs import hookimpl
+from mirage.core.plugin_api.hookspecs import hookimpl
 from mirage.plugins.verl_algorithms.estimators import GAE, GroupOutcome
 from mirage.plugins.verl_algorithms.update import PolicyGradient
 

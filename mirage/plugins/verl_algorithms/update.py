@@ -17,18 +17,18 @@ from typing import TYPE_CHECKING, Any
 import torch
 from pydantic import BaseModel
 
-from mirage.core.batch import Batch, Group, Trajectory
-from mirage.core.components import Algorithm
-from mirage.core.config import RunConfig
-from mirage.core.returns import episode_return
+from mirage.core.config.run_config import RunConfig
+from mirage.core.plugin_api.components import Algorithm
+from mirage.core.rl.batch import Batch, Group, Trajectory
+from mirage.core.rl.returns import episode_return
 from mirage.plugins.verl_algorithms.common import Row, token_weights
 from mirage.plugins.verl_algorithms.dapo import dynamic_sampling, turn_rewards
 from mirage.plugins.verl_algorithms.loss import ClippedPolicyLoss
 from mirage.plugins.verl_algorithms.outcome import verl_zero_variance_mass
 
 if TYPE_CHECKING:
-    from mirage.core.backend import Backend
-    from mirage.core.session import RunSession
+    from mirage.core.plugin_api.session import RunSession
+    from mirage.core.rl.backend import Backend
 
 
 def mini_batches(permutation: list[int], size: int, count: int | None) -> list[list[int]]:

@@ -53,7 +53,10 @@ def main() -> None:
         program = "mirage" if (Path(mirage.__file__).parent / "__main__.py").exists() else "mirage.core.cli"
         subprocess.run([sys.executable, "-m", program, "run", "--config", str(config),
                         "--db", str(db), "--quiet"], check=True, env=env)
-    from mirage.core.store import RunStore
+    try:  # from issue 34 on, the store is a package
+        from mirage.core.store.run_store import RunStore
+    except ImportError:  # the code of an older commit
+        from mirage.core.store import RunStore
 
     store = RunStore(db)
     try:  # schema 4 on: the sweep tables are mirage/flows' own

@@ -1,0 +1,1 @@
+"""Analyses the app, report and benches read: success correlation, accuracy ceiling."""

@@ -1,0 +1,1 @@
+"""The typed run configuration, components' own options, overrides, presets, old layouts."""

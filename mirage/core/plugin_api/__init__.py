@@ -1,0 +1,1 @@
+"""What plugins implement and receive, and how they are loaded, checked and blamed."""

@@ -1,0 +1,123 @@
+"""Named component registries: one per kind, filled through the registration hooks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, Iterator, TypeVar
+
+from mirage.core.plugin_api.components import AdvantageEstimator, Algorithm, Diagnostic, Filter, Logger
+from mirage.core.rl.backend import Backend
+from mirage.core.rl.env import Environment
+
+T = TypeVar("T")
+
+KINDS = ("envs", "backends", "algorithms", "estimators", "filters", "diagnostics", "loggers")
+
+
+class UnknownComponentError(KeyError):
+    """An unknown component name; the message lists the valid ones."""
+
+    def __init__(self, kind: str, name: str, valid: list[str]):
+        self.kind, self.name, self.valid = kind, name, valid
+        super().__init__(f"unknown {kind[:-1]} {name!r}; valid: {', '.join(valid) or '(none)'}")
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.args[0]
+
+
+class SetAsideComponentError(UnknownComponentError):
+    """A component of a plugin that was set aside (mirage/core/plugin_api/failures.py); the
+    message is the plugin's failure line."""
+
+    def __init__(self, kind: str, name: str, valid: list[str], failure: str):
+        super().__init__(kind, name, valid)
+        self.args = (f"{kind[:-1]} {name!r} is not available: {failure}",)
+
+
+@dataclass
+class Registry(Generic[T]):
+    """Name -> component for one kind; refuses duplicates, unknown names and (with a
+    ``contract``) a component that is not a subclass of it."""
+
+    kind: str
+    contract: type | None = None
+    _items: dict[str, T] = field(default_factory=dict)
+    _owners: dict[str, str] = field(default_factory=dict)
+    set_aside: dict[str, str] = field(default_factory=dict)
+    """Names a set-aside plugin tried to register -> its failure line."""
+    failed_plugins: list[str] = field(default_factory=list)
+    """Every set-aside plugin's failure line (shared by the registries of one manager)."""
+
+    def problem(self, name: object, component: object, owner: str = "?",
+                taken: dict[str, str] | None = None) -> str | None:
+        """Why ``register`` would refuse ``component`` under ``name`` (None: it would
+        not); ``taken`` holds more names already claimed (name -> owner)."""
+        if not name or not isinstance(name, str):
+            return f"{self.kind}: component name must be a non-empty string; got {name!r}"
+        if self.contract is not None and not (
+            isinstance(component, type) and issubclass(component, self.contract)
+        ):
+            base = f"{self.contract.__module__}.{self.contract.__qualname__}"
+            return f"{self.kind}: {name!r} (by {owner}) must subclass {base}; got {component!r}"
+        first = self._owners.get(name) or (taken or {}).get(name)
+        if first is not None:
+            return f"{self.kind}: {name!r} registered twice (by {first} and {owner})"
+        return None
+
+    def register(self, name: str, component: T, owner: str = "?") -> None:
+        problem = self.problem(name, component, owner)
+        if problem is not None:
+            raise ValueError(problem)
+        self._items[name] = component
+        self._owners[name] = owner
+
+    def get(self, name: str) -> T:
+        try:
+            return self._items[name]
+        except KeyError:
+            if name in self.set_aside:
+                raise SetAsideComponentError(self.kind, name, self.names(), self.set_aside[name]) from None
+            error = UnknownComponentError(self.kind, name, self.names())
+            if self.failed_plugins:  # one of them may have meant to provide it
+                error.args = (f"{error.args[0]} (set aside: {'; '.join(self.failed_plugins)})",)
+            raise error from None
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+    def owner(self, name: str) -> str:
+        return self._owners[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+
+@dataclass
+class Registries:
+    """The registries of one plugin manager, one per kind in :data:`KINDS`."""
+
+    envs: Registry[Any] = field(default_factory=lambda: Registry("envs", Environment))
+    backends: Registry[Any] = field(default_factory=lambda: Registry("backends", Backend))
+    algorithms: Registry[Any] = field(default_factory=lambda: Registry("algorithms", Algorithm))
+    estimators: Registry[Any] = field(default_factory=lambda: Registry("estimators", AdvantageEstimator))
+    filters: Registry[Any] = field(default_factory=lambda: Registry("filters", Filter))
+    diagnostics: Registry[Any] = field(default_factory=lambda: Registry("diagnostics", Diagnostic))
+    loggers: Registry[Any] = field(default_factory=lambda: Registry("loggers", Logger))
+
+    def of(self, kind: str) -> Registry[Any]:
+        if kind not in KINDS:
+            raise UnknownComponentError("kinds", kind, list(KINDS))
+        return getattr(self, kind)
+
+    def set_aside(self, failure: str, components: dict[str, list[str]]) -> None:
+        """Remember a set-aside plugin's failure line, and the names it tried to register
+        that no other plugin holds: asking for one of them fails with that line."""
+        for kind in KINDS:
+            registry = self.of(kind)
+            registry.failed_plugins.append(failure)
+            for name in components.get(kind, []):
+                if isinstance(name, str) and name not in registry:
+                    registry.set_aside.setdefault(name, failure)

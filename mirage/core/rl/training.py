@@ -1,0 +1,139 @@
+"""The training seam between an algorithm and a backend.
+
+An algorithm decides *what* to learn: it turns a batch into training rows (each turn's
+response tokens with their advantages, per-token loss weights and, for a critic, returns
+and old values) and hands over a :class:`LossRecipe`, a small picklable object that turns
+the policy's per-token outputs for some rows into loss terms. A backend decides *how*:
+:meth:`Backend.train_step` runs one optimizer step over a mini-batch of rows (micro-batches,
+forward, backward, clipping, step), wherever its trainer lives, and
+:meth:`Backend.loss_gradients` returns each loss term's gradient without stepping (the
+gradient decomposition). The recipe is the only code of the algorithm that runs inside the
+trainer, so a backend on other processes or machines can ship it there.
+
+:func:`train_step` and :func:`loss_gradients` are the in-process implementations over the
+torch primitives a single-process backend provides (``forward``, ``values``,
+``reference_logprobs``, ``optimizer_step``, ``critic_step``, ``gradient``);
+:class:`~mirage.core.rl.backend.Backend` uses them by default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, Sequence
+
+import torch
+
+from mirage.core.rl.batch import Turn
+
+if TYPE_CHECKING:
+    from mirage.core.rl.policy_output import PolicyOutput
+
+
+@dataclass
+class Row:
+    """One turn to train on. Tensors are ``[L]``, one entry per response token."""
+
+    turn: Turn
+    advantages: torch.Tensor
+    returns: torch.Tensor | None = None  # critic targets (gae estimator only)
+    old_values: torch.Tensor | None = None  # critic values before this update
+    weight: float = 0.0  # per-token loss weight, set per mini-batch (token_weights)
+
+
+class LossRecipe(Protocol):
+    """How an algorithm's loss is computed from the policy's outputs on some rows.
+
+    ``terms`` are scalars with gradient whose sum is the loss backpropagated, each with
+    its coefficient applied (the gradient decomposition reports them one by one); ``stats``
+    are floats the backend adds up over the micro-batches of a step (already multiplied by
+    ``share``, the micro-batch's share of the step's rows, where a mean is wanted).
+    """
+
+    micro_batch_size: int  # rows per forward/backward
+    max_grad_norm: float  # clipping of the policy's and the critic's gradients
+    needs_reference: bool  # the terms read the frozen reference policy's log-probs
+
+    def policy_terms(self, out: "PolicyOutput", rows: Sequence[Row], reference: torch.Tensor | None,
+                     share: float) -> tuple[dict[str, torch.Tensor], dict[str, float]]: ...
+
+    def critic_terms(self, values: torch.Tensor, out: "PolicyOutput", rows: Sequence[Row],
+                     tokens: int, share: float) -> tuple[torch.Tensor, dict[str, float]]: ...
+
+
+class InProcessPolicy(Protocol):
+    """The torch primitives :func:`train_step` and :func:`loss_gradients` drive (a
+    single-process :class:`~mirage.core.rl.backend.Backend` provides them; see its docs)."""
+
+    def forward(self, contexts: list[list[int]], responses: list[list[int]]) -> PolicyOutput: ...
+    def values(self, contexts: list[list[int]], responses: list[list[int]]) -> torch.Tensor: ...
+    def reference_logprobs(self, contexts: list[list[int]], responses: list[list[int]]) -> torch.Tensor: ...
+    def freeze_reference(self) -> None: ...
+    def has_reference(self) -> bool: ...
+    def optimizer_step(self, max_grad_norm: float) -> float: ...
+    def critic_step(self, max_grad_norm: float) -> float: ...
+    def gradient(self, loss: torch.Tensor, *, retain_graph: bool = False) -> torch.Tensor: ...
+
+
+def micro_batches(rows: Sequence[Row], size: int) -> list[Sequence[Row]]:
+    return [rows[start : start + size] for start in range(0, len(rows), size)]
+
+
+def _ids(rows: Sequence[Row]) -> tuple[list[list[int]], list[list[int]]]:
+    return [r.turn.context_ids for r in rows], [r.turn.response_ids for r in rows]
+
+
+def _reference(backend: InProcessPolicy, recipe: LossRecipe, rows: Sequence[Row]) -> torch.Tensor | None:
+    """The reference policy's log-probs of ``rows`` when the recipe reads them; the
+    reference is the policy as it was when first needed (frozen then)."""
+    if not recipe.needs_reference:
+        return None
+    if not backend.has_reference():
+        backend.freeze_reference()
+    return backend.reference_logprobs(*_ids(rows))
+
+
+def train_step(backend: InProcessPolicy, rows: Sequence[Row], recipe: LossRecipe) -> dict[str, float]:
+    """One optimizer step over ``rows`` in this process: per micro-batch, forward, the
+    recipe's loss, backward (the critic's too when rows carry returns); then clip and step.
+    Returns the recipe's stats summed over micro-batches, ``grad_norm`` (pre-clip) and,
+    with a critic, ``critic_grad_norm``, all under ``update/``."""
+    critic = bool(rows) and rows[0].returns is not None
+    tokens = sum(len(r.turn.response_ids) for r in rows)
+    totals: dict[str, float] = {}
+    if recipe.needs_reference and not backend.has_reference():
+        backend.freeze_reference()
+    for micro in micro_batches(rows, recipe.micro_batch_size):
+        share = len(micro) / len(rows)
+        out = backend.forward(*_ids(micro))
+        terms, stats = recipe.policy_terms(out, micro, _reference(backend, recipe, micro), share)
+        loss = None
+        for term in terms.values():
+            loss = term if loss is None else loss + term
+        loss.backward()
+        if critic:
+            value_loss, critic_stats = recipe.critic_terms(backend.values(*_ids(micro)), out, micro,
+                                                           tokens, share)
+            value_loss.backward()
+            stats = stats | critic_stats
+        for name, value in stats.items():
+            totals[f"update/{name}"] = totals.get(f"update/{name}", 0.0) + value
+    totals["update/grad_norm"] = backend.optimizer_step(recipe.max_grad_norm)
+    if critic:
+        totals["update/critic_grad_norm"] = backend.critic_step(recipe.max_grad_norm)
+    return totals
+
+
+def loss_gradients(backend: InProcessPolicy, rows: Sequence[Row], recipe: LossRecipe) -> dict[str, torch.Tensor]:
+    """Each loss term's gradient over ``rows`` (one mini-batch, weights set), flattened
+    over every policy parameter and summed over micro-batches; nothing accumulates into
+    ``.grad`` and no optimizer steps (``Backend.gradient``)."""
+    sums: dict[str, torch.Tensor] = {}
+    with torch.enable_grad():
+        for micro in micro_batches(rows, recipe.micro_batch_size):
+            out = backend.forward(*_ids(micro))
+            terms, _ = recipe.policy_terms(out, micro, _reference(backend, recipe, micro), 1.0)
+            live = [name for name, loss in terms.items() if loss.requires_grad]
+            for position, name in enumerate(live):
+                gradient = backend.gradient(terms[name], retain_graph=position < len(live) - 1)
+                sums[name] = gradient if name not in sums else sums[name] + gradient
+    return sums

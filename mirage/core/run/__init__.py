@@ -1,0 +1,1 @@
+"""One run, from validating its config to storing its steps; preflight and experiments."""

@@ -1,0 +1,1 @@
+"""The DuckDB run store: file, migrations, runs, rollouts, labels, liveness, export."""
