@@ -18,12 +18,12 @@ migration records that hash as the run's ``original_hash`` and stores today's
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 from mirage.core.config.nested import MISSING, lookup
+from mirage.core.config.run_config import hash_against
 
 
 # old path -> (new path, default before the move). Stored configs list every field, so an
@@ -107,12 +107,7 @@ def original_hash(data: dict[str, Any]) -> str:
     """The hash stored config data had until schema 6: its settings that differ from
     :data:`HASH_BASIS`, in the flat layout, with its ``results_version`` (absent: 1),
     the ``loggers`` section left out."""
-    view = _hashed_layout(data)
-    view.pop("loggers", None)
-    version = view.pop("results_version", 1)
-    text = json.dumps({"results_version": version, "config": _non_default(view, HASH_BASIS)},
-                      sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return hash_against(_hashed_layout(data), HASH_BASIS)
 
 
 def _hashed_layout(data: dict[str, Any]) -> dict[str, Any]:
@@ -139,21 +134,6 @@ def _drop_if_new_and_empty(data: dict[str, Any], path: str) -> None:
     while path and lookup(HASH_BASIS, path) is MISSING and lookup(data, path) in ({}, MISSING):
         _pop(data, path)
         path = path.rpartition(".")[0]
-
-
-def _non_default(data: Any, default: Any) -> Any:
-    """``data`` without the (nested) entries equal to ``default``'s."""
-    if not isinstance(data, dict) or not isinstance(default, dict):
-        return data
-    kept = {}
-    for key, value in data.items():
-        if key not in default:
-            kept[key] = value
-        elif value != default[key]:
-            reduced = _non_default(value, default[key])
-            if reduced != {} or not isinstance(default[key], dict):
-                kept[key] = reduced
-    return kept
 
 
 def _pop(data: dict[str, Any], path: str) -> Any:

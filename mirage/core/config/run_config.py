@@ -410,10 +410,16 @@ def config_hash(data: dict[str, Any]) -> str:
     run mirrored to an experiment tracker computes the same results as one that is not.
     A component's option given at its default counts as given (the component, not the
     config, knows the default): registry.yaml leaves such options out."""
+    return hash_against(data, _default_dump())
+
+
+def hash_against(data: dict[str, Any], defaults: dict[str, Any]) -> str:
+    """The hash of config ``data``'s settings that differ from ``defaults``, with its
+    ``results_version`` (absent: 1), the ``loggers`` section left out."""
     data = dict(data)
     data.pop("loggers", None)  # where results are mirrored, not what they are
     version = data.pop("results_version", 1)
-    text = json.dumps({"results_version": version, "config": _non_default(data, _default_dump())},
+    text = json.dumps({"results_version": version, "config": _non_default(data, defaults)},
                       sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
