@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 from mirage.builtins import COMMAND_PLUGINS, cli as core_program
 from mirage.core.cli import program as core_cli
 from mirage.core.cli.common import fail
-from mirage.core.errors import ConfigError
 from mirage.core.plugin_api.hookspecs import hookimpl
 from mirage.core.plugin_api.manager import build_plugins
 
@@ -52,8 +51,6 @@ def test_a_third_party_plugin_adds_a_command():
 
 
 def test_the_upper_floors_commands_come_from_their_plugins():
-    from mirage.core.plugin_api.manager import build_plugins
-
     loaded = build_plugins(builtins=COMMAND_PLUGINS)
     owners = {impl.plugin_name for impl in loaded.hook.mirage_register_commands.get_hookimpls()}
     assert owners == set(COMMAND_PLUGINS)

@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 from mirage.core.config.legacy import (
-    FLAT, MOVED, WARMSTART_SEED, WARMSTART_SEED_DEFAULT, current_layout, fill_warmstart_seed,
+    MOVED, WARMSTART_SEED, WARMSTART_SEED_DEFAULT, current_layout, fill_warmstart_seed,
     original_hash,
 )
 from mirage.core.config.nested import MISSING, lookup

@@ -92,11 +92,10 @@ def store_hashes(con: duckdb.DuckDBPyConnection, run_ids: list[str] | None = Non
         con.execute("UPDATE runs SET config = ?, config_hash = ?, original_hash = ? WHERE run_id = ?",
                     [json.dumps(current, sort_keys=True), config_hash(current),
                      store_legacy.original_hash(config), run_id])
-    if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'sweep_cells'"
-                   " AND database_name = current_database()").fetchone()[0]:
-        con.execute("UPDATE sweep_cells SET config_hash = runs.config_hash FROM runs"
-                    " WHERE sweep_cells.run_id = runs.run_id AND runs.original_hash IS NOT NULL"
-                    " AND sweep_cells.config_hash = runs.original_hash")
+    # every file has sweep_cells from migration 4 on
+    con.execute("UPDATE sweep_cells SET config_hash = runs.config_hash FROM runs"
+                " WHERE sweep_cells.run_id = runs.run_id AND runs.original_hash IS NOT NULL"
+                " AND sweep_cells.config_hash = runs.original_hash")
 
 
 MIGRATIONS: tuple[Migration, ...] = (

@@ -32,7 +32,10 @@ TINY = {
 def tiny() -> dict:
     """TINY in the layout the commit reads: the local backend's settings flat in the model
     section before components owned their options (issue #21)."""
-    from mirage.core.config import ModelConfig
+    try:  # from issue 34 on, the config is a package
+        from mirage.core.config.run_config import ModelConfig
+    except ImportError:  # the code of an older commit
+        from mirage.core.config import ModelConfig
 
     if "options" in ModelConfig.model_fields:
         return TINY
