@@ -35,9 +35,14 @@ class Backend(Component, ABC):
     A backend that sets ``supports_critic = True`` also trains a critic (a value model
     for PPO's GAE): :meth:`init_critic`, :meth:`values`, :meth:`critic_step`, and
     :meth:`save`/:meth:`load` include it.
+
+    ``parallel_modes`` names the values of ``model.parallel`` besides ``none`` this
+    backend runs under (data-parallel across processes needs per-row ``seeds`` in
+    :meth:`generate` and the in-process training primitives).
     """
 
     supports_critic: ClassVar[bool] = False
+    parallel_modes: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def config_problem(cls, config: "RunConfig") -> str | None:
@@ -69,11 +74,17 @@ class Backend(Component, ABC):
     @abstractmethod
     def generate(
         self, contexts: list[list[int]], *, temperature: float, greedy: bool, max_new_tokens: int,
-        top_p: float = 1.0, min_p: float = 0.0,
+        top_p: float = 1.0, min_p: float = 0.0, seeds: list[int] | None = None,
     ) -> list[list[int]]:
         """Sample one response per context (batched); return response ids without
         padding or end-of-sequence token. ``top_p`` < 1 and ``min_p`` > 0 truncate the
-        sampling distribution (nucleus, min-p); both are ignored when ``greedy``."""
+        sampling distribution (nucleus, min-p); both are ignored when ``greedy``.
+
+        ``seeds``: one per context. When given, row i's sample depends only on its
+        context, the sampling settings and ``seeds[i]``: not on the other rows, their
+        order or count, nor on the global torch generator (the data-parallel rollout
+        shards a batch's rows across processes and relies on it). None: the global torch
+        generator supplies the draws. Ignored when ``greedy``."""
 
     @abstractmethod
     def score(self, contexts: list[list[int]], responses: list[list[int]]) -> PolicyOutput:
