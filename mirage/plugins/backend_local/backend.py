@@ -27,6 +27,7 @@ class LocalBackend(Backend):
     or bfloat16 mixed precision (``model.dtype``, precision.py)."""
 
     supports_critic = True
+    parallel_modes = ("ddp",)
     Options = LocalOptions
 
     def __init__(self, config: RunConfig, options: LocalOptions):
@@ -92,16 +93,16 @@ class LocalBackend(Backend):
 
     # ------------------------------------------------------------------ generation
     @torch.no_grad()
-    def generate(self, contexts, *, temperature, greedy, max_new_tokens, top_p=1.0, min_p=0.0):
+    def generate(self, contexts, *, temperature, greedy, max_new_tokens, top_p=1.0, min_p=0.0, seeds=None):
         self.model.eval()
         pad, eos = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
         with self.compute():
             if self.decoder() == "lean":
                 out = decode.generate(self.model, contexts, eos=eos, temperature=temperature, greedy=greedy,
-                                      max_new_tokens=max_new_tokens, top_p=top_p, min_p=min_p)
+                                      max_new_tokens=max_new_tokens, top_p=top_p, min_p=min_p, seeds=seeds)
             else:
                 out = self.generate_plain(contexts, temperature=temperature, greedy=greedy,
-                                          max_new_tokens=max_new_tokens, top_p=top_p, min_p=min_p)
+                                          max_new_tokens=max_new_tokens, top_p=top_p, min_p=min_p, seeds=seeds)
         responses = []
         for row in out:
             if eos in row:  # keep the end token: the policy must learn to stop
@@ -116,9 +117,28 @@ class LocalBackend(Backend):
         return "generate"
 
     @torch.no_grad()
-    def generate_plain(self, contexts, *, temperature, greedy, max_new_tokens, top_p=1.0, min_p=0.0):
+    def generate_plain(self, contexts, *, temperature, greedy, max_new_tokens, top_p=1.0, min_p=0.0, seeds=None):
         """Token ids from transformers' ``model.generate`` (left-padded batch), padded after
-        the end token: the reference the lean loop is tested against."""
+        the end token: the reference the lean loop is tested against. With ``seeds`` (and
+        sampling) each row is generated alone after seeding the global generators with its
+        seed, and their state is restored afterwards."""
+        if seeds is not None and len(seeds) != len(contexts):
+            raise ValueError(f"{len(seeds)} seeds for {len(contexts)} contexts")
+        if seeds is not None and not greedy:
+            sampling = dict(temperature=temperature, greedy=False, max_new_tokens=max_new_tokens, top_p=top_p,
+                            min_p=min_p)
+            # model.generate draws from the global generator of the model's device only:
+            # it and the CPU's are forked, so the caller's streams go on where they were.
+            cuda = self.device.type == "cuda"
+            out = []
+            with torch.random.fork_rng(devices=[self.device] if cuda else [], device_type="cuda"):
+                for context, seed in zip(contexts, seeds):
+                    torch.default_generator.manual_seed(seed)
+                    if cuda:
+                        with torch.cuda.device(self.device):
+                            torch.cuda.manual_seed(seed)
+                    out += self.generate_plain([context], **sampling)
+            return out
         pad, eos = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
         width = max(len(c) for c in contexts)
         ids = torch.full((len(contexts), width), pad, dtype=torch.long)

@@ -15,7 +15,10 @@ It samples exactly as ``model.generate`` does: the same logits processors (trans
 own), and one exponential draw over the whole ``[batch, vocab]`` per step, which is how
 ``torch.multinomial`` draws a single sample; a row's token depends only on its own
 probabilities and its own slice of the draw, so the same seed gives the same samples
-whichever rows are still running (tests/plugins/test_decode.py).
+whichever rows are still running (tests/plugins/test_decode.py). With per-row ``seeds``
+each row draws from its own generator instead, one exponential draw over the vocabulary
+per step, which is what ``torch.multinomial`` draws for that row alone
+(tests/plugins/test_seeded_generation.py).
 """
 
 from __future__ import annotations
@@ -65,11 +68,16 @@ def _processors(temperature: float, top_p: float, min_p: float) -> LogitsProcess
 
 @torch.no_grad()
 def generate(model, contexts: list[list[int]], *, eos: int, temperature: float, greedy: bool,
-             max_new_tokens: int, top_p: float = 1.0, min_p: float = 0.0) -> list[list[int]]:
+             max_new_tokens: int, top_p: float = 1.0, min_p: float = 0.0,
+             seeds: list[int] | None = None) -> list[list[int]]:
     """Sampled (or greedy) continuations of ``contexts``, each ending at its first ``eos``
-    (kept) or after ``max_new_tokens`` tokens; the global torch generator supplies the draws."""
+    (kept) or after ``max_new_tokens`` tokens. The global torch generator supplies the
+    draws, or with ``seeds`` (one per context) each row's own generator seeded with its
+    seed, so that a row's sample does not depend on the other rows (Backend.generate)."""
     device = model.device
     batch = len(contexts)
+    if seeds is not None and len(seeds) != batch:
+        raise ValueError(f"{len(seeds)} seeds for {batch} contexts")
     out: list[list[int]] = [[] for _ in range(batch)]
     if max_new_tokens < 1 or not batch:
         return out
@@ -87,13 +95,20 @@ def generate(model, contexts: list[list[int]], *, eos: int, temperature: float, 
     rows = torch.arange(batch, device=device)  # the batch row each cache row decodes
     warpers = _processors(temperature, top_p, min_p)
     running = torch.ones(batch, dtype=torch.bool, device=device)
+    generators = None if greedy or seeds is None else [torch.Generator(device=device).manual_seed(seed)
+                                                       for seed in seeds]
     for step in range(max_new_tokens):
         if greedy:
             tokens = logits.argmax(-1)
         else:
             probs = F.softmax(warpers(None, logits), dim=-1)
-            draw = torch.empty(batch, probs.size(-1), device=device).exponential_(1)
-            tokens = (probs / draw[rows]).argmax(-1)
+            if generators is None:
+                draw = torch.empty(batch, probs.size(-1), device=device).exponential_(1)[rows]
+            else:  # a row's stream advances once per step while it is in the cache
+                vocab = probs.size(-1)
+                draw = torch.stack([torch.empty(vocab, device=device).exponential_(1, generator=generators[row])
+                                    for row in rows.tolist()])
+            tokens = (probs / draw).argmax(-1)
         live = running[rows]
         for row, token in zip(rows[live].tolist(), tokens[live].tolist()):
             out[row].append(token)
