@@ -21,7 +21,7 @@ from mirage.core.store.run_store import RunStore
 from mirage.plugins.backend_local.backend import LocalBackend
 from mirage.plugins.backend_vllm import support
 from mirage.plugins.backend_vllm.agreement import ABS_DIFF, KL, SamplerAgreement
-from mirage.plugins.backend_vllm.backend import VLLMBackend
+from mirage.plugins.backend_vllm.backend import SEED_BOUND, VLLMBackend
 from mirage.plugins.backend_vllm.sampling import cut_response, sampling_arguments
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
@@ -206,6 +206,31 @@ def test_requests_get_seeds_from_the_run_so_samples_repeat(fake_vllm, tiny_confi
     assert first != sample(6)
     greedy = backend.generate(contexts, temperature=1.0, greedy=True, max_new_tokens=8)
     assert greedy == LocalBackend.generate(backend, contexts, temperature=1.0, greedy=True, max_new_tokens=8)
+
+
+def test_given_seeds_are_the_requests_seeds(fake_vllm, tiny_config, monkeypatch):
+    """Per-row seeds (the data-parallel rollout's): the engine gets them as they are (below
+    its bound), and the global torch generator is not drawn from."""
+    config = build_config(engine_config(tiny_config))
+    backend = VLLMBackend(config, VLLMBackend.Options(**config.model.options))
+    backend.prepare(build_plugins().registries.envs.get("frozenlake"), Path(os.environ["MIRAGE_CACHE"]),
+                    progress=False)
+    requested = []
+    engine_generate = backend.engine.generate
+
+    def recording(prompts, params, **kwargs):
+        requested.append([p.seed for p in params])
+        return engine_generate(prompts, params, **kwargs)
+
+    monkeypatch.setattr(backend.engine, "generate", recording)
+    contexts = [backend.encode("the lake"), backend.encode("the goal"), backend.encode("the lake")]
+    before = torch.get_rng_state()
+    rows = backend.generate(contexts, temperature=1.0, greedy=False, max_new_tokens=8,
+                            seeds=[3, SEED_BOUND + 4, 5])
+    assert torch.equal(torch.get_rng_state(), before)
+    assert requested == [[3, 4, 5]]
+    assert backend.generate(contexts[2:], temperature=1.0, greedy=False, max_new_tokens=8, seeds=[5]) == rows[2:]
+    assert rows[0] != rows[2]  # the same context, another seed
 
 
 # ------------------------------------------------------------------ refusals

@@ -100,16 +100,21 @@ class VLLMBackend(LocalBackend):
         self.synced_version = self.weights_version
 
     # ------------------------------------------------------------------ generation
-    def generate(self, contexts, *, temperature, greedy, max_new_tokens, top_p=1.0, min_p=0.0):
+    def generate(self, contexts, *, temperature, greedy, max_new_tokens, top_p=1.0, min_p=0.0, seeds=None):
+        if seeds is not None and len(seeds) != len(contexts):
+            raise ValueError(f"{len(seeds)} seeds for {len(contexts)} contexts")
         if not contexts or max_new_tokens < 1:
             return [[] for _ in contexts]
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
         eos, pad = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
-        # Drawn from the torch generator the loop seeds per step and per validation, so a
-        # run (and a resumed one) asks the engine for the same samples every time.
-        seeds = torch.randint(0, SEED_BOUND, (len(contexts),)).tolist()
+        if seeds is None:
+            # Drawn from the torch generator the loop seeds per step and per validation, so a
+            # run (and a resumed one) asks the engine for the same samples every time.
+            seeds = torch.randint(0, SEED_BOUND, (len(contexts),)).tolist()
+        else:  # the caller's, each request's sample its own (Backend.generate)
+            seeds = [seed % SEED_BOUND for seed in seeds]
         params = [SamplingParams(**sampling_arguments(
             temperature=temperature, greedy=greedy, max_new_tokens=max_new_tokens, top_p=top_p,
             min_p=min_p, seed=seed, eos=eos)) for seed in seeds]
