@@ -303,6 +303,21 @@ def test_model_support_reads_the_head_size(tmp_path):
     assert f"--model {checkpoint}" in refused and "head size 16" in refused
 
 
+@pytest.mark.parametrize("gpus, expected", [
+    (0, "--backend vllm: model.options.tensor_parallel_size 2 needs 2 GPUs; this machine has none"),
+    (1, "--backend vllm: model.options.tensor_parallel_size 2 needs 2 GPUs; this process sees 1"),
+    (2, None),
+    (3, None),
+])
+def test_tensor_parallel_size_needs_as_many_gpus_as_this_process_sees(fake_vllm, monkeypatch, gpus, expected):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    model = {"backend": "vllm", "options": ENGINE_MODEL | {"tensor_parallel_size": 2}}
+    assert VLLMBackend.config_problem(build_config({"model": model})) == expected
+    single = {"backend": "vllm", "options": ENGINE_MODEL}  # one GPU's engine, or vLLM on the CPU
+    assert VLLMBackend.config_problem(build_config({"model": single})) is None
+
+
 def tiny_model(options: dict) -> dict:
     """The tiny preset's model section with some of the backend's options replaced."""
     return {"options": TINY["model"]["options"] | options}
@@ -334,6 +349,16 @@ def test_run_with_a_head_size_vllm_cannot_run_on_cpu_fails_in_one_line(
     monkeypatch.setenv("PYTHONPATH", f"{repo}:{FAKES}")  # vLLM importable: the fake
     line = refused(cli, tmp_path, make_config_file, tiny_model({"hidden": 32, "heads": 2}))
     assert "attention head size 16" in line and "at least 32" in line
+
+
+def test_run_with_a_tensor_parallel_size_beyond_the_gpus_fails_in_one_line(
+        cli, tmp_path, make_config_file, tiny_config, monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the in-process test above covers the counts")
+    repo = str(Path(__file__).resolve().parents[2])
+    monkeypatch.setenv("PYTHONPATH", f"{repo}:{FAKES}")  # vLLM importable: the fake
+    line = refused(cli, tmp_path, make_config_file, tiny_model(ENGINE_MODEL | {"tensor_parallel_size": 2}))
+    assert line == "error: --backend vllm: model.options.tensor_parallel_size 2 needs 2 GPUs; this machine has none"
 
 
 # ------------------------------------------------------------------ a real engine (opt-in)

@@ -53,9 +53,11 @@ class VLLMBackend(LocalBackend):
 
     @classmethod
     def config_problem(cls, config: RunConfig) -> str | None:
+        options = cls.Options(**config.model.options)
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         return (super().config_problem(config) or support.vllm_missing()
-                or support.unsupported_model(config, cls.Options(**config.model.options),
-                                               on_gpu=torch.cuda.is_available()))
+                or support.too_few_gpus(options.tensor_parallel_size, gpus=gpus)
+                or support.unsupported_model(config, options, on_gpu=gpus > 0))
 
     def prepare(self, env_cls, cache_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         """The local policy, then this backend's own engine on a copy of it. Nothing is shared
