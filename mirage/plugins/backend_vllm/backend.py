@@ -71,10 +71,11 @@ class VLLMBackend(LocalBackend):
         self.model.save_pretrained(self.engine_dir)
         self.tokenizer.save_pretrained(self.engine_dir)
         # The engine core (vLLM's scheduler) in this process, at every tensor_parallel_size:
-        # the variable picks only the LLM's client (in-process or a background engine-core
-        # process). The model workers are the executor's business: one in this process for
-        # a single GPU, and for more vLLM's multiprocessing executor ("mp", its default on one
-        # host with enough GPUs) starts one worker process per GPU whatever this variable says.
+        # the variable picks only the LLM's client, in-process or a background engine-core
+        # process (vllm/envs.py: "enable multiprocessing in LLM"). The model workers are the
+        # executor's business: one in this process for a single GPU; for more, vLLM's
+        # ParallelConfig.distributed_executor_backend defaults to "mp" when the host has the
+        # tensor x pipeline parallel GPUs, one worker process per GPU whatever the variable says.
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         import vllm
 
