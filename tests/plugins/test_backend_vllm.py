@@ -118,6 +118,7 @@ def test_weights_sync_before_generating_after_an_update_and_after_resume(
     events = list(fake_vllm.EVENTS)
     assert events[0][0] == "init" and events[0][1]["seed"] == data.get("seed", 0)
     assert events[0][1]["generation_config"] == "vllm"
+    assert events[0][1]["tensor_parallel_size"] == 1  # passed even at the default
     # loads before step 2's rollout (step 1 updated), step 2's validation and step 3's
     # validation (steps 2, 3 updated); none before step 3's rollout: the validation synced
     assert check_sync_order(events) == 3
@@ -233,6 +234,84 @@ def test_given_seeds_are_the_requests_seeds(fake_vllm, tiny_config, monkeypatch)
     assert rows[0] != rows[2]  # the same context, another seed
 
 
+# ------------------------------------------------------------------ across devices
+def prepared(config) -> VLLMBackend:
+    backend = VLLMBackend(config, VLLMBackend.Options(**config.model.options))
+    backend.prepare(build_plugins().registries.envs.get("frozenlake"), Path(os.environ["MIRAGE_CACHE"]),
+                    progress=False)
+    return backend
+
+
+def take_a_step(backend: VLLMBackend, gradient: float) -> None:
+    """One optimizer step with every gradient set to ``gradient`` (nothing else moves the weights)."""
+    for parameter in backend.model.parameters():
+        parameter.grad = torch.full_like(parameter, gradient)
+    backend.optimizer_step(max_grad_norm=1e9)
+
+
+def test_tensor_parallel_size_reaches_the_engine_and_the_sync_reaches_its_workers(
+        fake_vllm, monkeypatch, tiny_config):
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "unset")  # restored (to absent) afterwards
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING")
+    data = engine_config(tiny_config)
+    data["model"]["options"] |= {"tensor_parallel_size": 2}
+    config = build_config(data)
+    backend = VLLMBackend(config, VLLMBackend.Options(**config.model.options))
+    facts = backend.prepare(build_plugins().registries.envs.get("frozenlake"),
+                            Path(os.environ["MIRAGE_CACHE"]), progress=False)
+    assert facts["tensor_parallel_size"] == 2
+    (kind, engine_args), = fake_vllm.EVENTS
+    assert kind == "init" and engine_args["tensor_parallel_size"] == 2
+    # the engine core stays in this process at every size (its workers are vLLM's business)
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+
+    replies = []
+    rpc = backend.engine.collective_rpc
+    monkeypatch.setattr(backend.engine, "collective_rpc", lambda *a, **kw: replies.append(rpc(*a, **kw)))
+    take_a_step(backend, 0.01)
+    backend.sync_weights()
+    assert replies == [[None, None]]  # one reply per worker
+    trainer = fake_vllm.weights_fingerprint(backend.model)
+    assert fake_vllm.EVENTS[-1] == ("load_weights", pytest.approx(trainer, rel=1e-12))
+    engine_weights = dict(backend.engine.model.named_parameters())
+    for name, parameter in backend.model.named_parameters():
+        assert torch.equal(engine_weights[name], parameter)  # the worker's copy holds the new weights
+
+
+def test_two_backends_in_one_process_keep_their_own_engines_and_weights(fake_vllm, tiny_config):
+    # Two data-parallel ranks' backends (here in one process): one engine each, each
+    # synced with its own trainer's weights after its own optimizer step, never the other's.
+    config = build_config(engine_config(tiny_config))
+    first, second = prepared(config), prepared(config)
+    assert first.engine is not second.engine and first.engine_dir != second.engine_dir
+    assert first.engine_dir.is_dir() and second.engine_dir.is_dir()
+    fingerprint = fake_vllm.weights_fingerprint
+
+    def loads() -> list[float]:
+        return [detail for kind, detail in fake_vllm.EVENTS if kind == "load_weights"]
+
+    take_a_step(first, 0.01)
+    first.sync_weights()
+    second.sync_weights()  # its weights did not change: nothing sent
+    assert loads() == [pytest.approx(fingerprint(first.model), rel=1e-12)]
+    assert fingerprint(first.engine.model) == pytest.approx(fingerprint(first.model), rel=1e-12)
+    assert fingerprint(second.engine.model) == pytest.approx(fingerprint(second.model), rel=1e-12)
+    assert fingerprint(first.model) != pytest.approx(fingerprint(second.model), rel=1e-9)
+
+    before = fingerprint(first.engine.model)
+    take_a_step(second, -0.02)
+    second.sync_weights()
+    first.sync_weights()  # already current
+    assert len(loads()) == 2 and loads()[1] == pytest.approx(fingerprint(second.model), rel=1e-12)
+    assert fingerprint(second.engine.model) == pytest.approx(fingerprint(second.model), rel=1e-12)
+    assert fingerprint(first.engine.model) == before
+    contexts = [first.encode("the lake")] * 2
+    for backend in (first, second):  # each engine samples from its own trainer's weights
+        greedy = backend.generate(contexts, temperature=1.0, greedy=True, max_new_tokens=8)
+        assert greedy == LocalBackend.generate(backend, contexts, temperature=1.0, greedy=True,
+                                               max_new_tokens=8)
+
+
 # ------------------------------------------------------------------ refusals
 def test_model_support_reads_the_head_size(tmp_path):
     config = build_config({"model": {"backend": "vllm", "options": {"hidden": 32, "heads": 2}}})
@@ -247,6 +326,21 @@ def test_model_support_reads_the_head_size(tmp_path):
                                                         "head_dim": 16}))
     refused = support.unsupported_model(build_config({"model": {"path": str(checkpoint)}}), options, on_gpu=False)
     assert f"--model {checkpoint}" in refused and "head size 16" in refused
+
+
+@pytest.mark.parametrize("gpus, expected", [
+    (0, "--backend vllm: model.options.tensor_parallel_size 2 needs 2 GPUs; this machine has none"),
+    (1, "--backend vllm: model.options.tensor_parallel_size 2 needs 2 GPUs; this process sees 1"),
+    (2, None),
+    (3, None),
+])
+def test_tensor_parallel_size_needs_as_many_gpus_as_this_process_sees(fake_vllm, monkeypatch, gpus, expected):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    model = {"backend": "vllm", "options": ENGINE_MODEL | {"tensor_parallel_size": 2}}
+    assert VLLMBackend.config_problem(build_config({"model": model})) == expected
+    single = {"backend": "vllm", "options": ENGINE_MODEL}  # one GPU's engine, or vLLM on the CPU
+    assert VLLMBackend.config_problem(build_config({"model": single})) is None
 
 
 def tiny_model(options: dict) -> dict:
@@ -280,6 +374,16 @@ def test_run_with_a_head_size_vllm_cannot_run_on_cpu_fails_in_one_line(
     monkeypatch.setenv("PYTHONPATH", f"{repo}:{FAKES}")  # vLLM importable: the fake
     line = refused(cli, tmp_path, make_config_file, tiny_model({"hidden": 32, "heads": 2}))
     assert "attention head size 16" in line and "at least 32" in line
+
+
+def test_run_with_a_tensor_parallel_size_beyond_the_gpus_fails_in_one_line(
+        cli, tmp_path, make_config_file, tiny_config, monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the in-process test above covers the counts")
+    repo = str(Path(__file__).resolve().parents[2])
+    monkeypatch.setenv("PYTHONPATH", f"{repo}:{FAKES}")  # vLLM importable: the fake
+    line = refused(cli, tmp_path, make_config_file, tiny_model(ENGINE_MODEL | {"tensor_parallel_size": 2}))
+    assert line == "error: --backend vllm: model.options.tensor_parallel_size 2 needs 2 GPUs; this machine has none"
 
 
 # ------------------------------------------------------------------ a real engine (opt-in)

@@ -30,6 +30,10 @@ class VLLMOptions(LocalOptions):
         0.5, gt=0, le=1, description="on a GPU: the share of GPU memory the vLLM engine reserves "
         "(weights and key/value cache); the torch trainer uses the rest (docs/vllm.md)",
     )
+    tensor_parallel_size: int = Field(
+        1, ge=1, description="the GPUs one vLLM engine spans (vLLM's tensor parallelism; its "
+        "workers then run in their own processes); with model.parallel: ddp, per rank (docs/vllm.md)",
+    )
 
 
 class VLLMBackend(LocalBackend):
@@ -49,11 +53,16 @@ class VLLMBackend(LocalBackend):
 
     @classmethod
     def config_problem(cls, config: RunConfig) -> str | None:
+        options = cls.Options(**config.model.options)
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         return (super().config_problem(config) or support.vllm_missing()
-                or support.unsupported_model(config, cls.Options(**config.model.options),
-                                               on_gpu=torch.cuda.is_available()))
+                or support.too_few_gpus(options.tensor_parallel_size, gpus=gpus)
+                or support.unsupported_model(config, options, on_gpu=gpus > 0))
 
     def prepare(self, env_cls, cache_dir: Path, *, progress: bool = True) -> dict[str, Any]:
+        """The local policy, then this backend's own engine on a copy of it. Nothing is shared
+        between backends: each instance (each data-parallel rank's) writes its own engine
+        directory and starts its own engine."""
         facts = super().prepare(env_cls, cache_dir, progress=progress)
         # The engine reads the policy the way it reads any checkpoint: from a directory.
         (cache_dir / "vllm").mkdir(parents=True, exist_ok=True)
@@ -61,8 +70,12 @@ class VLLMBackend(LocalBackend):
         weakref.finalize(self, shutil.rmtree, self.engine_dir, True)
         self.model.save_pretrained(self.engine_dir)
         self.tokenizer.save_pretrained(self.engine_dir)
-        # The engine core in this process: the weight sync hands it the tensors themselves
-        # instead of serializing every weight to another process.
+        # The engine core (vLLM's scheduler) in this process, at every tensor_parallel_size:
+        # the variable picks only the LLM's client, in-process or a background engine-core
+        # process (vllm/envs.py: "enable multiprocessing in LLM"). The model workers are the
+        # executor's business: one in this process for a single GPU; for more, vLLM's
+        # ParallelConfig.distributed_executor_backend defaults to "mp" when the host has the
+        # tensor x pipeline parallel GPUs, one worker process per GPU whatever the variable says.
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         import vllm
 
@@ -71,9 +84,11 @@ class VLLMBackend(LocalBackend):
             # sample only as the run says: no defaults from the checkpoint's generation config
             generation_config="vllm",
             gpu_memory_utilization=self.options.gpu_memory,
+            tensor_parallel_size=self.options.tensor_parallel_size,
         )
         self.synced_version = self.weights_version
-        return facts | {"decoder": "vllm", "vllm_version": getattr(vllm, "__version__", "unknown")}
+        return facts | {"decoder": "vllm", "vllm_version": getattr(vllm, "__version__", "unknown"),
+                        "tensor_parallel_size": self.options.tensor_parallel_size}
 
     # ------------------------------------------------------------------ weight changes
     def optimizer_step(self, max_grad_norm: float) -> float:
@@ -90,9 +105,19 @@ class VLLMBackend(LocalBackend):
         self.weights_version += 1
 
     def sync_weights(self) -> None:
+        """This backend's engine gets this backend's weights, when they changed since its
+        last sync. ``collective_rpc`` reaches every worker of the engine: with one GPU the
+        worker is in this process and gets the tensors themselves; with tensor_parallel_size
+        t > 1 vLLM pickles the call once and each of the t worker processes reads it (the
+        whole tensors; its weight loaders keep its shard), so every sync copies the policy
+        through host memory. The tensors go as CPU tensors then: torch pickles a GPU tensor
+        through host memory anyway, and unpickles it onto the sender's device index (cuda:0)
+        in every worker, beside the first worker's shard."""
         if self.engine is None or self.synced_version == self.weights_version:
             return
-        weights = [(name, tensor.detach()) for name, tensor in self.model.state_dict().items()]
+        local = self.options.tensor_parallel_size == 1
+        weights = [(name, tensor.detach() if local else tensor.detach().cpu())
+                   for name, tensor in self.model.state_dict().items()]
         # The worker's reload_weights (vLLM's own route for new weights in a running engine):
         # the model's load_weights between vLLM's layerwise-reload set-up and finish, which
         # restore the loaders a bare load_weights finds gone after the first load.

@@ -1,4 +1,5 @@
-"""What the vllm backend checks before any work: vLLM is importable and can run the model."""
+"""What the vllm backend checks before any work: vLLM is importable, this process sees the
+GPUs the engine is to span, and vLLM can run the model."""
 
 from __future__ import annotations
 
@@ -48,3 +49,13 @@ def unsupported_model(config: RunConfig, options, *, on_gpu: bool) -> str | None
         return (f"--backend vllm: {where} has attention head size {size}; vLLM on CPU needs "
                 f"at least {MIN_CPU_HEAD_SIZE} (raise model.options.hidden or lower model.options.heads, or use a GPU)")
     return None
+
+
+def too_few_gpus(tensor_parallel_size: int, *, gpus: int) -> str | None:
+    """Why one engine over ``tensor_parallel_size`` GPUs cannot start in a process that sees
+    ``gpus`` of them (under ``model.parallel: ddp`` a rank sees only its own), or None."""
+    if tensor_parallel_size <= gpus or tensor_parallel_size == 1:
+        return None
+    seen = "this machine has none" if gpus == 0 else f"this process sees {gpus}"
+    return (f"--backend vllm: model.options.tensor_parallel_size {tensor_parallel_size} needs "
+            f"{tensor_parallel_size} GPUs; {seen}")

@@ -3,11 +3,19 @@
 It samples one request at a time with the model's key/value cache: greedy at temperature
 0, else from the tempered, top-p and min-p truncated distribution with a generator seeded
 by the request's seed. Log-probs are the raw model's (vLLM's default ``raw_logprobs``).
-Every engine start, generation and weight load (``LLM.collective_rpc("reload_weights")``) is appended to :data:`EVENTS`.
+Every engine start (with the keyword arguments ``LLM`` was given), generation and weight
+load (``LLM.collective_rpc("reload_weights")``) is appended to :data:`EVENTS`.
+
+With ``tensor_parallel_size`` t > 1 there is still one model in this process (nothing is
+sharded), but the weight sync is what vLLM's multiprocess executor does with it: the
+call's arguments are pickled once and every one of the t workers gets its own copy, so
+the engine never holds the trainer's tensors themselves; ``collective_rpc`` returns one
+result per worker.
 """
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,21 +79,33 @@ def load_weights(model: torch.nn.Module, weights) -> None:
     EVENTS.append(("load_weights", weights_fingerprint(model)))
 
 
+# The engine arguments the fake understands, with vLLM's defaults; any other keyword is a
+# TypeError (vLLM's EngineArgs refuses unknown ones too).
+ENGINE_DEFAULTS: dict[str, Any] = {"dtype": "auto", "seed": None, "generation_config": "auto",
+                                   "gpu_memory_utilization": 0.9, "tensor_parallel_size": 1}
+
+
 class LLM:
-    def __init__(self, model: str, *, dtype: str = "auto", seed: int | None = None,
-                 generation_config: str = "auto", gpu_memory_utilization: float = 0.9):
-        self.model = AutoModelForCausalLM.from_pretrained(model, dtype=DTYPES[dtype]).eval()
-        self.seed = seed
-        EVENTS.append(("init", {"model": model, "dtype": dtype, "seed": seed,
-                                "generation_config": generation_config}))
+    def __init__(self, model: str, **engine_args: Any):
+        if unknown := sorted(set(engine_args) - set(ENGINE_DEFAULTS)):
+            raise TypeError(f"the fake engine takes no argument {', '.join(unknown)}")
+        settings = ENGINE_DEFAULTS | engine_args
+        self.model = AutoModelForCausalLM.from_pretrained(model, dtype=DTYPES[settings["dtype"]]).eval()
+        self.seed = settings["seed"]
+        self.workers = settings["tensor_parallel_size"]
+        # what the caller passed, as given (defaults it left out are not recorded)
+        EVENTS.append(("init", {"model": model} | engine_args))
 
     def collective_rpc(self, method: str, timeout: float | None = None, args: tuple = (),
                        kwargs: dict[str, Any] | None = None) -> list[Any]:
         """Only the worker method the backend calls: ``reload_weights(weights_iterator=...)``."""
         if method != "reload_weights" or args or set(kwargs or {}) != {"weights_iterator"}:
             raise NotImplementedError(f"the fake engine has no worker method {method!r} with these arguments")
-        load_weights(self.model, kwargs["weights_iterator"])
-        return [None]
+        weights = kwargs["weights_iterator"]
+        if self.workers > 1:  # the workers are other processes: they get pickled copies
+            weights = pickle.loads(pickle.dumps(weights, protocol=pickle.HIGHEST_PROTOCOL))
+        load_weights(self.model, weights)
+        return [None] * self.workers
 
     @torch.no_grad()
     def generate(self, prompts, sampling_params, *, use_tqdm: bool = True) -> list[RequestOutput]:
