@@ -24,9 +24,13 @@ def mirage_rollout(run: RunSession, batch: Batch) -> Batch:
     while active := [(t, s) for t, s in episodes if not s.done]:
         contexts = [build_context(state, env_config) for _, state in active]
         context_ids = [run.backend.encode_prompt(c) for c in contexts]
+        # per-trajectory streams only where the batch asks (data-parallel runs): a backend
+        # from before the seeds argument still samples every other run
+        seeded = {} if batch.sampling_seed is None else {
+            "seeds": [batch.row_seed(t, len(t.turns)) for t, _ in active]}
         response_ids = run.backend.generate(
             context_ids, temperature=batch.temperature, greedy=batch.greedy, max_new_tokens=max_new_tokens,
-            top_p=batch.top_p, min_p=batch.min_p,
+            top_p=batch.top_p, min_p=batch.min_p, **seeded,
         )
         for (trajectory, state), context, ids, resp in zip(active, contexts, context_ids, response_ids):
             response = run.backend.decode(resp)

@@ -18,7 +18,7 @@ from mirage.core.config.overrides import setting_type
 # it is labelled and shown. A new option belongs in RUN_OPTIONS unless it is one of these.
 NOT_CONFIG = {
     "run": {"--config", "--set", "--experiment", "--registry", "--db", "--resume", "--name",
-            "--tag", "--note", "--quiet"},
+            "--tag", "--note", "--quiet", "--nproc", "--launcher", "--ray-address"},
     "preflight": {"--config"},
 }
 CLI_SUFFIX = re.compile(r"  \[(default: [^\]]+|repeatable)\]$")

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from mirage.core.parallel.world import World
 from mirage.core.config.run_config import CollapseAlarmConfig
 from mirage.core.rl.batch import Batch, Group, Trajectory, Turn
 from mirage.plugins.diagnostics import mi_proxies
@@ -113,6 +114,7 @@ class _StubRun:
 
     def __init__(self):
         self.asked = None
+        self.world = World()  # one process: its share is every response
         run = self
 
         class Hook:

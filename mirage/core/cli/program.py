@@ -12,6 +12,7 @@ import typer
 from pluggy import HookImpl
 
 from mirage.core.cli import run_commands
+from mirage.core.cli.launched_run import launched
 from mirage.core.cli.common import DB_HELP, REGISTRY_HELP, check_paths, fail, settings
 from mirage.core.cli.run_options import PREFLIGHT_OPTIONS, RUN_OPTIONS, GivenOptions, with_config_options
 from mirage.core.cli.run_summary import summary_lines
@@ -89,6 +90,13 @@ def run(
     tag: list[str] = typer.Option([], "--tag", help="label the run (repeatable; see `core tag`)"),
     note: Optional[str] = typer.Option(None, help="a free-text note on the run (see `core note`)"),
     quiet: bool = typer.Option(False, help="no progress bars (the warm start's included); warnings and the result line still print"),
+    nproc: Optional[int] = typer.Option(
+        None, help="run on N processes of this machine, data-parallel (needs --parallel ddp; "
+        "torchrun's launcher; docs/scaling.md)"),
+    launcher: Optional[str] = typer.Option(
+        None, help="start the processes with torchrun (default) or ray (Ray Train workers; a "
+        "local Ray unless --ray-address)"),
+    ray_address: Optional[str] = typer.Option(None, help="the Ray cluster of --launcher ray, e.g. ray://head:10001"),
 ) -> None:
     """Run rollout -> score -> diagnose -> filter -> update for --steps iterations.
 
@@ -131,10 +139,20 @@ def run(
             run_commands.check_new_name(RunStore(target), name)
     data = _start_data(experiment, registry, config_file)
     _set_options(data, given, fixed)
+    if ray_address is not None and launcher != "ray":
+        fail("--ray-address names the cluster of --launcher ray; add --launcher ray")
     try:
         config = None if resume else parse_config(data)
-        run_id = execute(config, target, resume=resume, progress=not quiet,
-                         extend_to=steps if resume else None, name=name, tags=tuple(tag), note=note)
+        if launcher is not None or (nproc is not None and nproc != 1):  # --nproc 1: this process
+            run_id, status, error = launched(
+                config, target, nproc=1 if nproc is None else nproc, launcher=launcher, ray_address=ray_address, resume=resume,
+                extend_to=steps if resume else None, name=name, tags=tuple(tag), note=note, progress=not quiet)
+            if status != "finished":
+                typer.echo(f"{'stopped' if status == 'stopped' else 'failed'}: run {run_id}: {error}", err=True)
+                raise typer.Exit(1)
+        else:
+            run_id = execute(config, target, resume=resume, progress=not quiet,
+                             extend_to=steps if resume else None, name=name, tags=tuple(tag), note=note)
     except ConfigError as error:
         fail(str(error))
     except RunStopped as error:

@@ -149,6 +149,7 @@ RUN_OPTIONS: tuple[ConfigOption, ...] = (
     ConfigOption("--seed", "seed"),
     ConfigOption("--model", "model.path"),
     ConfigOption("--backend", "model.backend"),
+    ConfigOption("--parallel", "model.parallel"),
     ConfigOption("--prompts", "rollout.prompts"),
     ConfigOption("--group-size", "rollout.group_size"),
     ConfigOption("--lr", "algorithm.lr"),

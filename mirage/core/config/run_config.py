@@ -252,6 +252,13 @@ class ModelConfig(_Section):
         "auto", description="where the local backend runs: auto is cuda when a GPU is visible, "
         "else cpu; cuda refuses to start without one. The warm start trains on the CPU",
     )
+    parallel: Literal["none", "ddp"] = Field(
+        "none", description="ddp: data-parallel across the processes core run --nproc N (or "
+        "--launcher ray) starts: each batch's sampling, scoring and update are split between "
+        "them and their gradients summed, and every trajectory samples from its own random "
+        "stream, so the run is the same for any number of processes (docs/scaling.md); none: "
+        "one process, sampling from one stream per step",
+    )
 
 
 class ValidationConfig(_Section):

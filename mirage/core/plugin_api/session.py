@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mirage.core.config.run_config import RunConfig
+from mirage.core.parallel.world import World
 from mirage.core.plugin_api.loaded_plugins import Plugins
 from mirage.core.rl.backend import Backend
 from mirage.core.rl.env import Environment
@@ -37,6 +38,10 @@ class RunSession:
     """The current iteration."""
     state: dict[str, Any] = field(default_factory=dict)
     """Plugin state saved in checkpoints (restored on resume)."""
+    world: World = field(default_factory=World)
+    """The processes of a data-parallel run (``model.parallel``): every rank runs the same
+    stages on the same batch, splitting the work (mirage/core/parallel/world.py); only the
+    main rank stores, logs and checkpoints. A one-process run has a world of one."""
     notices: list[tuple[str, str]] = field(default_factory=list)
     """(kind, message) pairs a stage raised this step (the collapse alarm's, say); the loop
     writes each to the store's events table, shows it on the progress line and clears them."""

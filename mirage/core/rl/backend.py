@@ -7,9 +7,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from mirage.core.config.options import Component
+from mirage.core.parallel.world import SINGLE, World
 from mirage.core.rl.policy_output import CrossScores, PolicyOutput
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import torch
 
     from mirage.core.config.run_config import RunConfig
@@ -43,6 +46,17 @@ class Backend(Component, ABC):
 
     supports_critic: ClassVar[bool] = False
     parallel_modes: ClassVar[tuple[str, ...]] = ()
+    world: World = SINGLE
+    """The processes of a data-parallel run (``model.parallel``), set by the run before
+    :meth:`prepare`: the default :meth:`train_step` and :meth:`loss_gradients` work on this
+    rank's share of the rows and sum over the ranks."""
+
+    @classmethod
+    def devices_per_rank(cls, config: "RunConfig") -> int:
+        """GPUs each process of a data-parallel run needs (1; a backend whose sampler
+        spans several, vllm's tensor parallelism, says so): the launcher gives every rank
+        its own."""
+        return 1
 
     @classmethod
     def config_problem(cls, config: "RunConfig") -> str | None:
@@ -153,6 +167,16 @@ class Backend(Component, ABC):
     def optimizer_step(self, max_grad_norm: float) -> float:
         """Clip, step and zero the optimizer; return the pre-clip gradient norm."""
         raise NotImplementedError(f"{type(self).__name__} provides no optimizer_step(): override train_step")
+
+    def policy_parameters(self) -> "Iterable[torch.nn.Parameter]":
+        """The policy's trained parameters, whose gradients a data-parallel run sums over
+        the ranks (and whose values the main rank broadcasts at the start)."""
+        raise NotImplementedError(f"{type(self).__name__} provides no policy_parameters(): "
+                                  "it cannot train data-parallel")
+
+    def critic_parameters(self) -> "Iterable[torch.nn.Parameter]":
+        """The critic's, likewise."""
+        raise NotImplementedError(f"{type(self).__name__} provides no critic")
 
     # ------------------------------------------------------------------ critic (optional)
     def init_critic(self, lr: float) -> None:

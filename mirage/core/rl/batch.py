@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from mirage.core.rl.returns import episode_return, group_mean, group_variance
 
 
@@ -133,9 +135,22 @@ class Batch:
     """Nucleus sampling (``rollout.top_p``); 1: off."""
     min_p: float = 0.0
     """Min-p sampling (``rollout.min_p``); 0: off."""
+    sampling_seed: int | None = None
+    """Set in data-parallel runs (``model.parallel``): each trajectory's turns sample from
+    their own random streams (:meth:`row_seed`), so the batch is the same however many
+    processes share it. None: the global torch generator, seeded per step."""
     loss_scale: float = 1.0
     """Set by the loop after filtering (``loss_scaling``, ``step_size_matching``);
     the algorithm multiplies its advantages by it."""
+
+    def row_seed(self, trajectory: Trajectory, turn: int) -> int | None:
+        """The sampling seed of ``trajectory``'s turn ``turn`` (from 0): from the batch's
+        :attr:`sampling_seed`, the trajectory's own seed and index, and the turn; None when
+        the batch has no sampling seed."""
+        if self.sampling_seed is None:
+            return None
+        key = [self.sampling_seed, trajectory.seed, trajectory.sample_index, turn]
+        return int(np.random.SeedSequence(key).generate_state(1)[0])
 
     @property
     def trajectories(self) -> list[Trajectory]:
@@ -171,7 +186,7 @@ class Batch:
 
 def make_batch(
     step: int, seeds: list[int], group_size: int, *, temperature: float, greedy: bool = False,
-    top_p: float = 1.0, min_p: float = 0.0,
+    top_p: float = 1.0, min_p: float = 0.0, sampling_seed: int | None = None,
 ) -> Batch:
     """Empty groups for ``seeds`` (one environment instance each), G trajectories per
     group, each trajectory with its own transition seed."""
@@ -187,4 +202,4 @@ def make_batch(
         for index, seed in enumerate(seeds)
     ]
     return Batch(step=step, groups=groups, temperature=temperature, greedy=greedy,
-                 top_p=top_p, min_p=min_p)
+                 top_p=top_p, min_p=min_p, sampling_seed=sampling_seed)

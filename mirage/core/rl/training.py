@@ -19,10 +19,11 @@ torch primitives a single-process backend provides (``forward``, ``values``,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
 import torch
 
+from mirage.core.parallel.world import SINGLE, World
 from mirage.core.rl.batch import Turn
 
 if TYPE_CHECKING:
@@ -72,6 +73,10 @@ class InProcessPolicy(Protocol):
     def optimizer_step(self, max_grad_norm: float) -> float: ...
     def critic_step(self, max_grad_norm: float) -> float: ...
     def gradient(self, loss: torch.Tensor, *, retain_graph: bool = False) -> torch.Tensor: ...
+    # a data-parallel run (``world`` of more than one process) also sums these gradients
+    world: World
+    def policy_parameters(self) -> Iterable[torch.nn.Parameter]: ...
+    def critic_parameters(self) -> Iterable[torch.nn.Parameter]: ...
 
 
 def micro_batches(rows: Sequence[Row], size: int) -> list[Sequence[Row]]:
@@ -96,13 +101,19 @@ def train_step(backend: InProcessPolicy, rows: Sequence[Row], recipe: LossRecipe
     """One optimizer step over ``rows`` in this process: per micro-batch, forward, the
     recipe's loss, backward (the critic's too when rows carry returns); then clip and step.
     Returns the recipe's stats summed over micro-batches, ``grad_norm`` (pre-clip) and,
-    with a critic, ``critic_grad_norm``, all under ``update/``."""
+    with a critic, ``critic_grad_norm``, all under ``update/``.
+
+    In a data-parallel run (``backend.world``) every rank is given the same ``rows``,
+    works on its share of them, and the gradients and stats are summed over the ranks
+    before the step: each micro-batch's ``share`` is of all ``rows``, so the sums are the
+    whole mini-batch's, and every rank takes the same step (docs/scaling.md)."""
+    world = _world(backend)
     critic = bool(rows) and rows[0].returns is not None
     tokens = sum(len(r.turn.response_ids) for r in rows)
     totals: dict[str, float] = {}
     if recipe.needs_reference and not backend.has_reference():
         backend.freeze_reference()
-    for micro in micro_batches(rows, recipe.micro_batch_size):
+    for micro in micro_batches(_mine(world, rows), recipe.micro_batch_size):
         share = len(micro) / len(rows)
         out = backend.forward(*_ids(micro))
         terms, stats = recipe.policy_terms(out, micro, _reference(backend, recipe, micro), share)
@@ -117,23 +128,56 @@ def train_step(backend: InProcessPolicy, rows: Sequence[Row], recipe: LossRecipe
             stats = stats | critic_stats
         for name, value in stats.items():
             totals[f"update/{name}"] = totals.get(f"update/{name}", 0.0) + value
+    if world.distributed:
+        world.sum_gradients(backend.policy_parameters())
+        if critic:
+            world.sum_gradients(backend.critic_parameters())
+        totals = world.sum_floats(totals)
     totals["update/grad_norm"] = backend.optimizer_step(recipe.max_grad_norm)
     if critic:
         totals["update/critic_grad_norm"] = backend.critic_step(recipe.max_grad_norm)
     return totals
 
 
+def _world(backend: InProcessPolicy) -> World:
+    return getattr(backend, "world", SINGLE)
+
+
+def _mine(world: World, rows: Sequence[Row]) -> Sequence[Row]:
+    """This rank's share of ``rows`` (all of them in a one-process run)."""
+    share = world.share(len(rows))
+    return rows[share.start : share.stop]
+
+
 def loss_gradients(backend: InProcessPolicy, rows: Sequence[Row], recipe: LossRecipe) -> dict[str, torch.Tensor]:
     """Each loss term's gradient over ``rows`` (one mini-batch, weights set), flattened
-    over every policy parameter and summed over micro-batches; nothing accumulates into
-    ``.grad`` and no optimizer steps (``Backend.gradient``)."""
+    over every policy parameter and summed over micro-batches (and, in a data-parallel
+    run, over the ranks, each working on its share); nothing accumulates into ``.grad``
+    and no optimizer steps (``Backend.gradient``)."""
+    world = _world(backend)
     sums: dict[str, torch.Tensor] = {}
     with torch.enable_grad():
-        for micro in micro_batches(rows, recipe.micro_batch_size):
+        for micro in micro_batches(_mine(world, rows), recipe.micro_batch_size):
             out = backend.forward(*_ids(micro))
             terms, _ = recipe.policy_terms(out, micro, _reference(backend, recipe, micro), 1.0)
             live = [name for name, loss in terms.items() if loss.requires_grad]
             for position, name in enumerate(live):
                 gradient = backend.gradient(terms[name], retain_graph=position < len(live) - 1)
                 sums[name] = gradient if name not in sums else sums[name] + gradient
+    if world.distributed:
+        sums = _summed_over_ranks(world, sums)
     return sums
+
+
+def _summed_over_ranks(world: World, sums: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Each term's gradient summed over the ranks; a rank whose share had no such term
+    (or no rows) adds zeros."""
+    shapes: dict[str, tuple[int, torch.dtype, str]] = {}
+    for part in world.gather([{name: (v.numel(), v.dtype, str(v.device)) for name, v in sums.items()}]):
+        shapes.update(part)
+    summed = {}
+    for name in sorted(shapes):
+        size, dtype, device = shapes[name]
+        vector = sums[name] if name in sums else torch.zeros(size, dtype=dtype, device=device)
+        summed[name] = world.sum_tensor_(vector)
+    return summed

@@ -19,9 +19,10 @@ from mirage.core.store.heartbeat import effective_status, liveness
 from mirage.core.store.run_store import RunStore
 
 
-def checkpoint_root(store: RunStore, run_id: str) -> Path:
-    """The folder of ``run_id``'s checkpoints, beside the store."""
-    return store.path.parent / "checkpoints" / run_id
+def checkpoint_root(store: RunStore | Path, run_id: str) -> Path:
+    """The folder of ``run_id``'s checkpoints, beside the store (or the store's file)."""
+    path = store if isinstance(store, Path) else store.path
+    return path.parent / "checkpoints" / run_id
 
 
 def checkpoint_due(config: RunConfig, step: int) -> bool:

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from mirage.core.config.run_config import RunConfig
+from mirage.core.parallel.world import World
 from mirage.core.plugin_api.blame import EVENT_KIND, PluginError
 from mirage.core.plugin_api.failures import EVENT_KIND as SET_ASIDE_EVENT
 from mirage.core.plugin_api.manager import Plugins, build_plugins
@@ -28,12 +29,13 @@ from mirage.core.run import threads
 from mirage.core.run.checkpoints import (
     checkpoint_due, checkpoint_root, plan_resume, restore_checkpoint, save_checkpoint,
 )
+from mirage.core.run.ranks import prepare_policy
 from mirage.core.run.progress import Progress
 from mirage.core.run.records import environment_record
 from mirage.core.run.run_hooks import RunHooks
 from mirage.core.run.scoring import score_batch
 from mirage.core.run.stages import (
-    apply_filter, backend_metrics, batch_metrics, diagnose, rollout, update, validate_policy,
+    apply_filter, backend_metrics, batch_metrics, diagnose, rollout, sampling_seed, update, validate_policy,
 )
 from mirage.core.run.validate import build_component, validate_config
 from mirage.core.store.heartbeat import Heartbeat, this_process
@@ -75,10 +77,13 @@ def build_components(config: RunConfig, plugins: Plugins) -> dict[str, Any]:
     }
 
 
-def open_session(config: RunConfig, plugins: Plugins, env_options: Any) -> RunSession:
-    """The run's session: its config, plugins, environment class and components."""
-    return RunSession(config=config, plugins=plugins, env_cls=plugins.registries.envs.get(config.env.name),
-                      env_options=env_options, **build_components(config, plugins))
+def open_session(config: RunConfig, plugins: Plugins, env_options: Any, world: World | None = None) -> RunSession:
+    """The run's session: its config, plugins, environment class and components; in a
+    data-parallel run, this process's place among the ranks (the backend's too)."""
+    session = RunSession(config=config, plugins=plugins, env_cls=plugins.registries.envs.get(config.env.name),
+                         env_options=env_options, world=world or World(), **build_components(config, plugins))
+    session.backend.world = session.world
+    return session
 
 
 @contextmanager
@@ -95,26 +100,32 @@ def run_step(run: RunSession, step: int) -> tuple[dict[str, float], Batch]:
     policy: it ends after diagnose."""
     cfg = run.config
     run.step = step
+    run.world.drain_communication()  # what the step itself exchanges is counted below
     torch.manual_seed(int(np.random.SeedSequence([cfg.seed, step, 1]).generate_state(1)[0]))
     started = time.perf_counter()
     timings: dict[str, float] = {}
     with timed(timings, "rollout"):
         batch = make_batch(step, step_seeds(cfg.seed, step, cfg.rollout.prompts), cfg.rollout.group_size,
                            temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
-                           min_p=cfg.rollout.min_p)
+                           min_p=cfg.rollout.min_p, sampling_seed=sampling_seed(cfg, cfg.seed, step))
         rollout(run, batch, "rollout")
     with timed(timings, "score"):
         score_batch(run, batch)
     # Diagnostics see the whole batch under the policy that sampled it (PAPER.md section 6).
     metrics = batch_metrics(batch, "train") | diagnose(run, batch)
     if step == 0:
-        return metrics | timings, batch
+        return metrics | timings | _communication(run), batch
     with timed(timings, "filter"):
         metrics |= apply_filter(run, batch)
     with timed(timings, "update"):
         metrics |= update(run, batch, metrics["filter/kept_trajectories"])
     timings["time/step"] = time.perf_counter() - started
-    return metrics | timings, batch
+    return metrics | timings | _communication(run), batch
+
+
+def _communication(run: RunSession) -> dict[str, float]:
+    """``time/communication``: the step's seconds in collectives (data-parallel runs)."""
+    return {"time/communication": run.world.drain_communication()} if run.world.distributed else {}
 
 
 def group_rows(batch: Batch) -> list[GroupRow]:
@@ -150,30 +161,42 @@ def execute(
     name: str | None = None,
     tags: tuple[str, ...] = (),
     note: str | None = None,
+    world: World | None = None,
+    run_id: str | None = None,
 ) -> str:
     """Validate, then run (or resume) a whole run; return its id. ``experiment`` and
     ``cell`` label a run of a registry grid (a sweep) in the ``runs`` table; ``name``,
     ``tags`` and ``note`` are the researcher's labels. A resume follows
     :func:`mirage.core.run.checkpoints.plan_resume`'s rules; ``extend_to`` raises a resumed
     run's steps. While the run works, a :class:`Heartbeat` tells readers that its process
-    is alive."""
+    is alive.
+
+    In a data-parallel run every rank calls this with its ``world`` and the ``run_id`` the
+    launcher chose (mirage/core/run/launch.py); only the main rank writes the store, the
+    checkpoints, the loggers and the progress bar."""
+    world = world or World()
     plugins = plugins or build_plugins()
     resume_from = 0
-    if resume:
-        config, resume_from = plan_resume(Path(db), resume, extend_to)
+    if resume:  # planned once, by the main rank: it is the one that rewrites the run's row
+        config, resume_from = world.broadcast(plan_resume(Path(db), resume, extend_to) if world.is_main else None)
     assert config is not None
     env_options = validate_config(config, plugins)
     chosen = threads.apply_checked(config.threads)
-    store = RunStore(db)  # only after validation: a rejected run writes nothing
-    run_id = resume or new_run_id()
-    session = open_session(config, plugins, env_options)
-    facts = session.backend.prepare(session.env_cls, cache_dir(), progress=progress)
+    store = RunStore(db) if world.is_main else None  # only after validation: a rejected run writes nothing
+    run_id = resume or run_id or new_run_id()
+    session = open_session(config, plugins, env_options, world)
+    facts = prepare_policy(session, cache_dir(), progress=progress)
     facts |= {"threads": chosen.count, "threads_reason": chosen.reason}
+    if world.distributed:
+        facts |= {"world_size": world.size}
+    root = checkpoint_root(Path(db), run_id)
+    start = restore_checkpoint(session, root, resume_from) if resume else 0
+    ranks = world.gather_ranks() if world.distributed else None  # every rank takes part
+    if store is None:
+        _train(session, None, run_id, start, root, None, None)
+        return run_id
     record = environment_record({"count": chosen.count, "reason": chosen.reason})
-    root = checkpoint_root(store, run_id)
-    start = 0
     if resume:
-        start = restore_checkpoint(session, root, resume_from)
         extended = config.model_dump(mode="json") if extend_to is not None else None
         store.resume_run(run_id, start, f"resumed from checkpoint at step {start}"
                          + (f", extended to {config.steps} steps" if extended else ""), extended,
@@ -189,6 +212,8 @@ def execute(
         store.record_event(run_id, 0, "environment", json.dumps(
             {"name": session.env_cls.name, "version": session.env_cls.version,
              "options": env_options.model_dump(mode="json"), **env_facts}, default=str))
+    if ranks:  # which rank is which process on which machine (to find, or stop, them)
+        store.record_event(run_id, start, "ranks", json.dumps(ranks))
     for failure in plugins.failed:  # the run goes on without it, and says so
         store.record_event(run_id, start, SET_ASIDE_EVENT, failure.line())
     unsafe = session.env_cls.unsafe_warning(env_options)
@@ -200,24 +225,30 @@ def execute(
     return run_id
 
 
-def _train(session: RunSession, store: RunStore, run_id: str, start: int, root: Path,
-           bar: Progress, on_step: Callable[[int, dict[str, float]], None] | None) -> None:
+def _train(session: RunSession, store: RunStore | None, run_id: str, start: int, root: Path,
+           bar: Progress | None, on_step: Callable[[int, dict[str, float]], None] | None) -> None:
     """The steps after ``start`` (a resumed run's checkpoint; a new run, or one resumed
     without a checkpoint, runs from step 0) to ``config.steps``; a stop, an interrupt or
     an error sets the run's status before it is raised again, and the run hooks (loggers)
-    hear of the start, every stored step and the end."""
+    hear of the start, every stored step and the end. Without a ``store`` (the other ranks
+    of a data-parallel run) the steps are computed and nothing is recorded."""
     config = session.config
     first = start + 1 if start else 0
+    if store is None:
+        for step in range(first, config.steps + 1):
+            metrics, _ = _full_step(session, step)
+            session.notices.clear()
+            if stop := stop_rule(session, metrics):
+                raise stop[0](f"run {run_id}: {stop[1]}")
+        return
+    assert bar is not None
     hooks = RunHooks(session, run_id)
     hooks.start(store.path.parent, first)
     _record_notices(session, store, run_id, start, bar)
     status, reason = "finished", None
     try:
         for step in range(first, config.steps + 1):
-            metrics, batch = run_step(session, step)
-            if step == 0 or step % config.validation.every == 0 or step == config.steps:
-                metrics |= validate_policy(session)
-            metrics |= backend_metrics(session, step)
+            metrics, batch = _full_step(session, step)
             store.record_step(run_id, step, metrics, group_rows(batch),
                               rollout_rows(batch, config.rollout.stored_trajectories))
             hooks.step_end(step, stored_values(metrics))  # loggers see what the store has
@@ -251,6 +282,16 @@ def _train(session: RunSession, store: RunStore, run_id: str, start: int, root: 
         hooks.end(status, reason)
         _record_notices(session, store, run_id, session.step, bar)
         bar.close()
+
+
+def _full_step(session: RunSession, step: int) -> tuple[dict[str, float], Batch]:
+    """A step with its validation (when due) and the backend's own metrics."""
+    config = session.config
+    metrics, batch = run_step(session, step)
+    if step == 0 or step % config.validation.every == 0 or step == config.steps:
+        metrics |= validate_policy(session)
+    metrics |= backend_metrics(session, step)
+    return metrics, batch
 
 
 def stop_rule(run: RunSession, metrics: dict[str, float]) -> tuple[type[RunStopped], str] | None:

@@ -11,10 +11,12 @@ to the components the run selected.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any
 
+import numpy as np
 import torch
 
 from mirage.core.config.run_config import RunConfig
@@ -50,19 +52,36 @@ def validate_policy(run: RunSession) -> dict[str, float]:
     modes = [("val", False)] + ([("val_greedy", True)] if val.greedy else [])
     for name, greedy in modes:
         torch.manual_seed(val.seed)
-        batch = make_batch(0, seeds, 1, temperature=val.temperature, greedy=greedy)
+        batch = make_batch(0, seeds, 1, temperature=val.temperature, greedy=greedy,
+                           sampling_seed=sampling_seed(run.config, val.seed, 0))
         rollout(run, batch, "validation")
         metrics[f"{name}/success"] = batch.success_rate()
         metrics[f"{name}/return"] = batch.mean_return()
     return metrics
 
 
+def sampling_seed(config: RunConfig, *key: int) -> int | None:
+    """The seed of a batch's per-trajectory sampling streams (``Batch.sampling_seed``) in a
+    data-parallel run, whose samples must not depend on how many processes share the
+    batch; None (the global torch generator, seeded per step) otherwise."""
+    if config.model.parallel == "none":
+        return None
+    return int(np.random.SeedSequence([*key, 0x5EED]).generate_state(1)[0])
+
+
 def rollout(run: RunSession, batch: Batch, stage: str) -> None:
     """The rollout hooks on ``batch``; an exception names the environment, backend or
-    rollout plugin whose code raised it."""
+    rollout plugin whose code raised it. In a data-parallel run each rank rolls out its
+    share of the prompt groups and every rank then holds the whole batch."""
     def sample() -> None:
         run.backend.sync_weights()  # a separate sampler gets the weights the last update made
-        run.hook.mirage_rollout(run=run, batch=batch)
+        if not run.world.distributed:
+            run.hook.mirage_rollout(run=run, batch=batch)
+            return
+        mine = run.world.share(len(batch.groups))
+        part = dataclasses.replace(batch, groups=batch.groups[mine.start : mine.stop])
+        run.hook.mirage_rollout(run=run, batch=part)
+        batch.groups = run.world.gather(part.groups)
 
     call_stage(run, stage, sample, lambda: [
         Suspect(component_source(run, "envs", run.config.env.name), run.env_cls.__module__),
@@ -107,10 +126,13 @@ def apply_filter(run: RunSession, batch: Batch) -> dict[str, float]:
     it with a PluginResultError (the run then fails with that message; the steps already
     stored stay)."""
     chosen = component(component_source(run, "filters", run.config.filter.name), run.filter)
-    selection = call_stage(run, "selection", lambda: run.hook.mirage_filter(run=run, batch=batch),
-                           lambda: [chosen, *hook_suspects(run, "mirage_filter")],
-                           lambda selection: check_selection(selection, batch, chosen.source),
-                           error_class=FilterError, named=chosen)
+    selection = None
+    if run.world.is_main:  # one selection, the main rank's, for every rank
+        selection = call_stage(run, "selection", lambda: run.hook.mirage_filter(run=run, batch=batch),
+                               lambda: [chosen, *hook_suspects(run, "mirage_filter")],
+                               lambda selection: check_selection(selection, batch, chosen.source),
+                               error_class=FilterError, named=chosen)
+    selection = run.world.broadcast(selection)
     batch.apply(selection)
     metrics = selection.metrics | kept_metrics(batch)
     batch.loss_scale = loss_scale(metrics["filter/kept_trajectories"] / len(batch.trajectories),

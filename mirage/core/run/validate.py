@@ -161,6 +161,11 @@ def validate_config(config: RunConfig, plugins: Plugins) -> Any:
         )
     if problem := backend_cls.config_problem(config):
         raise ConfigError(problem)
+    modes = backend_cls.parallel_modes
+    if config.model.parallel != "none" and config.model.parallel not in modes:
+        raise ConfigError(
+            f"model.parallel {config.model.parallel!r}: backend {config.model.backend!r} runs only "
+            f"in one process (its parallel modes: {', '.join(modes) or 'none'}); use model.parallel: none")
     estimator = config.algorithm.adv_estimator
     needs_critic = estimator is not None and reg.estimators.get(estimator).needs_critic
     if needs_critic and not backend_cls.supports_critic:

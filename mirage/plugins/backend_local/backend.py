@@ -274,6 +274,14 @@ class LocalBackend(Backend):
         for p in self._reference.parameters():
             p.requires_grad_(False)
 
+    def policy_parameters(self):
+        return self.model.parameters()
+
+    def critic_parameters(self):
+        if self.critic is None:
+            raise RuntimeError("no critic: call init_critic() first")
+        return self.critic.parameters()
+
     def optimizer_step(self, max_grad_norm: float) -> float:
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_grad_norm)
         self.optimizer.step()

@@ -52,6 +52,10 @@ class VLLMBackend(LocalBackend):
         self.agreement = SamplerAgreement()
 
     @classmethod
+    def devices_per_rank(cls, config: RunConfig) -> int:
+        return cls.Options(**config.model.options).tensor_parallel_size
+
+    @classmethod
     def config_problem(cls, config: RunConfig) -> str | None:
         options = cls.Options(**config.model.options)
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -61,12 +61,16 @@ def cross_score(run, turns: list[Turn], reasonings: list[list[int]]) -> ScoredTu
     scored = [i for i, z in enumerate(reasonings) if z]
     if len(columns) < 2 or not scored:
         return None
-    scores = run.hook.mirage_cross_score(
-        run=run, contexts=columns, responses=[reasonings[i] for i in scored]
-    )
+    def score_rows(responses: list[list[int]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        scores = run.hook.mirage_cross_score(run=run, contexts=columns, responses=responses)
+        return list(zip(scores.logprobs.double(), scores.entropy.double()))
+
+    # each rank scores its share of the responses under every prompt (a data-parallel
+    # run); every rank gets the whole matrix
+    rows = run.world.map_shares(score_rows, [reasonings[i] for i in scored])
     return ScoredTurns(
-        logprobs=scores.logprobs.double(),
-        entropy=scores.entropy.double(),
+        logprobs=torch.stack([logprobs for logprobs, _ in rows]),
+        entropy=torch.stack([entropy for _, entropy in rows]),
         lengths=torch.tensor([len(reasonings[i]) for i in scored]),
         owners=torch.tensor([owners[i] for i in scored]),
     )

@@ -21,6 +21,7 @@ from mirage.core.config.run_config import AlgorithmConfig, RunConfig
 from mirage.core.rl.batch import Batch, Group, Trajectory, make_batch
 from mirage.core.rl.returns import returns_equal
 from mirage.core.run.scoring import score_batch
+from mirage.core.run.stages import rollout
 
 
 def overlong_penalty(length: int, max_new_tokens: int, buffer: int, penalty: float) -> float:
@@ -68,8 +69,8 @@ def dynamic_sampling(run, batch: Batch, config: RunConfig) -> tuple[list[Group],
         seeds = np.random.SeedSequence([config.seed, batch.step, rounds, 0xDA90])
         extra = make_batch(batch.step, [int(s) for s in seeds.generate_state(config.rollout.prompts)],
                            config.rollout.group_size, temperature=batch.temperature,
-                           top_p=batch.top_p, min_p=batch.min_p)
-        run.hook.mirage_rollout(run=run, batch=extra)
+                           top_p=batch.top_p, min_p=batch.min_p, sampling_seed=batch.sampling_seed)
+        rollout(run, extra, "dynamic sampling")  # shared across the ranks as the step's own
         score_batch(run, extra)
         fresh = [g for g in extra.groups if has_signal(g)]
         dropped += len(extra.groups) - len(fresh)

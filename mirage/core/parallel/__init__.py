@@ -1,0 +1,1 @@
+"""Data-parallel runs: the processes of one run and their collectives."""

@@ -1,0 +1,152 @@
+"""``core run --parallel ddp --nproc N`` / ``--launcher ray``: one run on several processes
+stores what the one-process run stores; a killed rank fails the run with its error, leaves
+no process behind, and the resume (on another number of processes) gives the metrics of
+the run that was never interrupted. Refusals come before any process starts."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+from mirage.core.run.launch import failure_report
+from mirage.core.store.run_store import RunStore
+
+DDP = ("--parallel", "ddp", "--quiet")
+
+
+def stored_metrics(db: Path) -> dict[str, float]:
+    store = RunStore(db)
+    (run,) = store.list_runs()
+    return {f"{step}:{name}": value for step, name, value in store.metrics(run["run_id"])
+            if not name.startswith("time/")}
+
+
+def assert_same_metrics(got: dict[str, float], expected: dict[str, float]) -> None:
+    """The same names, values equal within float32's 1e-5 (the shares' batches pad
+    differently, which moves float32 sums in their last bits)."""
+    assert got.keys() == expected.keys()
+    different = {name: (expected[name], got[name]) for name in expected
+                 if not math.isclose(got[name], expected[name], rel_tol=1e-5, abs_tol=1e-5)}
+    assert not different
+
+
+@pytest.fixture
+def run_ddp(cli, tiny_config_file, tmp_path):
+    def run(name: str, *args: str) -> tuple[Path, tuple[int, str, str]]:
+        db = tmp_path / f"{name}.duckdb"
+        return db, cli("run", "--config", tiny_config_file, "--db", db, *DDP, *args, timeout=600)
+    return run
+
+
+@pytest.mark.slow
+def test_two_torchrun_processes_store_the_metrics_of_one(run_ddp):
+    one, (code, out, err) = run_ddp("one", "--steps", "3")
+    assert code == 0, err
+    two, (code, out, err) = run_ddp("two", "--steps", "3", "--nproc", "2")
+    assert code == 0, err
+    assert_same_metrics(stored_metrics(two), stored_metrics(one))
+    store = RunStore(two)
+    (run,) = store.list_runs()
+    events = {e["kind"]: e["message"] for e in store.events(run["run_id"])}
+    assert [r["rank"] for r in json.loads(events["ranks"])] == [0, 1]
+    assert json.loads(events["backend"])["world_size"] == 2
+    assert {name for _, name, _ in store.metrics(run["run_id"])} >= {"time/communication", "time/step"}
+
+
+@pytest.mark.slow
+def test_two_ray_train_workers_store_the_metrics_of_one(run_ddp):
+    one, (code, out, err) = run_ddp("one", "--steps", "3")
+    assert code == 0, err
+    two, (code, out, err) = run_ddp("ray", "--steps", "3", "--nproc", "2", "--launcher", "ray")
+    assert code == 0, err
+    assert_same_metrics(stored_metrics(two), stored_metrics(one))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (dead, not yet reaped) is no process left running
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_a_killed_rank_fails_the_run_and_the_resume_reproduces_it(cli, cli_argv, run_ddp, tiny_config_file, tmp_path):
+    whole, (code, out, err) = run_ddp("whole", "--steps", "6")
+    assert code == 0, err
+    db = tmp_path / "killed.duckdb"
+    proc = subprocess.Popen(cli_argv("run", "--config", tiny_config_file, "--db", db, *DDP, "--steps", "6",
+                                     "--nproc", "2"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            runs = RunStore(db).list_runs() if db.exists() else []
+            if runs and (runs[0]["last_step"] or 0) >= 2:
+                break
+            time.sleep(0.1)
+        run_id = runs[0]["run_id"]
+        ranks = json.loads(next(e["message"] for e in RunStore(db).events(run_id) if e["kind"] == "ranks"))
+        os.kill(ranks[1]["pid"], signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1
+    assert f"failed: run {run_id}: rank 1 failed: killed by SIGKILL (pid {ranks[1]['pid']})" in err
+    row = RunStore(db).get_run(run_id)
+    assert row["status"] == "failed" and row["error"].startswith("rank 1 failed: killed by SIGKILL")
+    assert any(e["kind"] == "rank_error" and "rank 1" in e["message"] for e in RunStore(db).events(run_id))
+    deadline = time.monotonic() + 30
+    while any(_alive(r["pid"]) for r in ranks) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [r["pid"] for r in ranks if _alive(r["pid"])], "a rank outlived the run"
+
+    code, out, err = cli("run", "--resume", run_id, "--db", db, "--quiet", timeout=600)  # one process now
+    assert code == 0, err
+    assert RunStore(db).get_run(run_id)["status"] == "finished"
+    assert_same_metrics(stored_metrics(db), stored_metrics(whole))
+
+
+def test_runs_on_several_processes_are_refused_cleanly_before_any_starts(cli, tiny_config_file, tmp_path):
+    db = tmp_path / "runs.duckdb"
+    for args, message in [
+        (("--nproc", "2"), "--nproc 2 splits the run across processes, which needs model.parallel: ddp"),
+        (("--launcher", "ray"), "--nproc 1 --launcher ray splits the run across processes"),
+        (("--parallel", "ddp", "--nproc", "0"), "--nproc 0: expected a whole number of processes >= 1"),
+        (("--parallel", "ddp", "--launcher", "slurm"), "--launcher 'slurm': unknown; valid: torchrun, ray"),
+        (("--parallel", "ddp", "--ray-address", "ray://x:1"), "--ray-address names the cluster of --launcher ray"),
+        (("--parallel", "fsdp"), "model.parallel"),
+    ]:
+        code, out, err = cli("run", "--config", tiny_config_file, "--db", db, "--quiet", *args)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (args, err)
+    assert not db.exists()  # nothing was written
+
+
+def test_a_rank_error_is_reported_with_its_rank_and_traceback(tmp_path):
+    error_file = tmp_path / "error.json"
+    error_file.write_text(json.dumps({"message": {
+        "message": "ValueError: the environment broke",
+        "extraInfo": {"py_callstack": "Traceback (most recent call last):\n  ...\nValueError: the environment broke\n",
+                      "timestamp": "100"}}}))
+    raised = ProcessFailure(local_rank=1, pid=4242, exitcode=1, error_file=str(error_file))
+    killed = ProcessFailure(local_rank=0, pid=4241, exitcode=-signal.SIGKILL, error_file="")
+    reason, details = failure_report(ChildFailedError("mirage", {1: raised}))
+    assert reason == "rank 1 failed: ValueError: the environment broke"
+    assert "rank 1 (pid 4242)" in details and "Traceback" in details
+    # a killed rank is the cause, whatever the others raised after it
+    reason, details = failure_report(ChildFailedError("mirage", {1: raised, 0: killed}))
+    assert reason == "rank 0 failed: killed by SIGKILL (pid 4241)"
+    assert details.index("rank 0") < details.index("rank 1")

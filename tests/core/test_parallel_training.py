@@ -1,0 +1,145 @@
+"""Data-parallel training on torch.distributed (gloo, CPU): two processes, each working on
+its share of the rows and summing gradients, take the step one process takes.
+
+Each check runs the same seeded work in this process (a world of one) and on two spawned
+processes with a gloo group, the tiny policy in float64, and compares: parameters after
+one ``train_step`` (with and without a critic), its grad norm and loss metrics (within
+1e-10), each loss term's gradient (``loss_gradients``, float32 by design), and the
+cross-scoring matrix the ``mi`` diagnostic
+gathers from its shards.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from mirage.core.config.presets import TINY
+from mirage.core.parallel.world import World, current_world
+from mirage.core.rl.batch import Turn
+from mirage.core.rl.training import Row
+from mirage.core.run.validate import build_config
+from mirage.plugins.backend_local.backend import LocalBackend
+from mirage.plugins.backend_local.options import LocalOptions
+from mirage.plugins.diagnostics import cross_scoring
+from mirage.plugins.verl_algorithms.loss import ClippedPolicyLoss
+
+RTOL = 1e-10
+VOCAB, PAD = 40, 0
+ROWS = 7  # uneven over two ranks: 4 + 3, micro-batches of 2
+
+
+def backend(critic: bool) -> LocalBackend:
+    data = {"env": {"name": "frozenlake"}, **copy.deepcopy(TINY)}
+    data["algorithm"] = {"name": "ppo" if critic else "grpo", "micro_batch_size": 2, "kl_coef": 0.05,
+                         "entropy_coef": 0.01}
+    config = build_config(data)
+    policy = LocalBackend(config, LocalOptions())
+    torch.manual_seed(0)
+    policy.model = Qwen2ForCausalLM(Qwen2Config(
+        vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=2, max_position_embeddings=64, pad_token_id=PAD, eos_token_id=1)).double()
+    policy.tokenizer = SimpleNamespace(pad_token_id=PAD, eos_token_id=1)
+    policy.optimizer = torch.optim.AdamW(policy.model.parameters(), lr=1e-2, weight_decay=0.0)
+    if critic:
+        policy.init_critic(1e-2)  # its backbone a float64 copy of the policy's; its head float32
+    return policy
+
+
+def rows(critic: bool) -> list[Row]:
+    generator = torch.Generator().manual_seed(1)
+    made = []
+    for index in range(ROWS):
+        context = torch.randint(2, VOCAB, (3 + index % 3,), generator=generator).tolist()
+        response = torch.randint(2, VOCAB, (2 + index % 4,), generator=generator).tolist()
+        turn = Turn(context="", response="", reasoning="", answer="", actions=[], format_ok=True, reward=0.0,
+                    context_ids=context, response_ids=response,
+                    old_logprobs=(-torch.rand(len(response), generator=generator, dtype=torch.float64) - 2).tolist())
+        length = len(response)
+        made.append(Row(turn, advantages=torch.randn(length, generator=generator, dtype=torch.float64),
+                        returns=torch.randn(length, generator=generator, dtype=torch.float64) if critic else None,
+                        old_values=torch.randn(length, generator=generator, dtype=torch.float64) if critic else None,
+                        weight=1.0 / sum(2 + i % 4 for i in range(ROWS))))
+    return made
+
+
+def measure(world: World, critic: bool) -> dict:
+    """One train_step, then the gradient decomposition and cross-scoring, on ``world``."""
+    policy = backend(critic)
+    policy.world = world
+    recipe = ClippedPolicyLoss(policy.config.algorithm)
+    metrics = policy.train_step(rows(critic), recipe)
+    gradients = policy.loss_gradients(rows(critic), recipe)
+    turns = [r.turn for r in rows(critic)]
+    run = SimpleNamespace(world=world, hook=SimpleNamespace(
+        mirage_cross_score=lambda run, contexts, responses: policy.cross_score(contexts, responses)))
+    scored = cross_scoring.cross_score(run, turns, [t.response_ids for t in turns])
+    return {
+        "parameters": torch.cat([p.detach().reshape(-1) for p in policy.model.parameters()]),
+        "critic": torch.cat([p.detach().reshape(-1) for p in policy.critic.parameters()]) if critic else None,
+        "metrics": metrics,
+        "gradients": gradients,
+        "cross": (scored.logprobs, scored.entropy),
+    }
+
+
+def _rank(rank: int, size: int, rendezvous: str, out: str, critic: bool) -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=size)
+    try:
+        torch.save(measure(current_world(), critic), f"{out}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def on_two_processes(tmp_path: Path, critic: bool) -> list[dict]:
+    mp.start_processes(_rank, args=(2, str(tmp_path / "rendezvous"), str(tmp_path), critic), nprocs=2,
+                       start_method="spawn", join=True)
+    return [torch.load(tmp_path / f"rank{rank}.pt", weights_only=False) for rank in range(2)]
+
+
+def close(a: torch.Tensor, b: torch.Tensor, float32: bool = False) -> bool:
+    """Equal within ``RTOL`` (float64), or float32 rounding for what is computed in float32
+    whatever the policy's dtype: the gradient decomposition's flat gradients, the critic's
+    value head."""
+    rtol = 1e-5 if float32 or a.dtype != torch.float64 else RTOL
+    return a.dtype == b.dtype and bool(torch.allclose(a, b, rtol=rtol, atol=rtol * float(a.abs().max())))
+
+
+@pytest.mark.parametrize("critic", [False, True], ids=["grpo", "ppo-with-critic"])
+def test_one_step_on_two_processes_is_the_one_process_step(critic, tmp_path):
+    torch.set_num_threads(1)
+    alone = measure(World(), critic)
+    for rank, got in enumerate(on_two_processes(tmp_path, critic)):
+        assert close(got["parameters"], alone["parameters"]), f"rank {rank}: parameters differ"
+        assert not torch.equal(alone["parameters"], torch.cat(
+            [p.detach().reshape(-1) for p in backend(critic).model.parameters()]))  # the step moved them
+        if critic:
+            assert close(got["critic"], alone["critic"], float32=True), f"rank {rank}: critic differs"
+        assert got["metrics"].keys() == alone["metrics"].keys()
+        for name, value in alone["metrics"].items():
+            assert got["metrics"][name] == pytest.approx(value, rel=RTOL, abs=1e-15), name
+        assert got["gradients"].keys() == alone["gradients"].keys() == {"task", "entropy", "kl"}
+        for name, gradient in alone["gradients"].items():
+            assert close(got["gradients"][name], gradient), f"rank {rank}: gradient of {name} differs"
+        for mine, theirs in zip(got["cross"], alone["cross"]):
+            assert mine.shape == theirs.shape == (ROWS, ROWS) and close(mine, theirs)
+
+
+def test_a_world_shares_every_item_once_in_order():
+    for count in range(0, 9):
+        for size in (1, 2, 3, 5):
+            shares = [World(rank, size).share(count) for rank in range(size)]
+            assert [i for share in shares for i in share] == list(range(count))
+            assert max(map(len, shares)) - min(map(len, shares)) <= 1
+    assert list(World(1, 2).share(1)) == []  # a rank may have nothing to do
+    assert World().map_shares(lambda part: [x * 2 for x in part], [1, 2, 3]) == [2, 4, 6]
