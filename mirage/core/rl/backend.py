@@ -139,6 +139,11 @@ class Backend(Component, ABC):
 
         return training.loss_gradients(self, rows, recipe)
 
+    def gather_for_save(self) -> None:
+        """Called on every rank of a data-parallel run just before the main rank's
+        :meth:`save` (a collective, so a backend that shards its state across the ranks
+        can bring it to the main rank); nothing by default."""
+
     # ------------------------------------------------------------------ in-process primitives
     def gradient(self, loss: "torch.Tensor", *, retain_graph: bool = False) -> "torch.Tensor":
         """The gradient of ``loss`` (built from :meth:`forward`) with respect to every

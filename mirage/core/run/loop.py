@@ -238,6 +238,8 @@ def _train(session: RunSession, store: RunStore | None, run_id: str, start: int,
         for step in range(first, config.steps + 1):
             metrics, _ = _full_step(session, step)
             session.notices.clear()
+            if checkpoint_due(config, step):  # the main rank saves; the backend may need every rank
+                session.backend.gather_for_save()
             if stop := stop_rule(session, metrics):
                 raise stop[0](f"run {run_id}: {stop[1]}")
         return
@@ -253,6 +255,7 @@ def _train(session: RunSession, store: RunStore | None, run_id: str, start: int,
                               rollout_rows(batch, config.rollout.stored_trajectories))
             hooks.step_end(step, stored_values(metrics))  # loggers see what the store has
             if checkpoint_due(config, step):
+                session.backend.gather_for_save()
                 save_checkpoint(session, root, step)
             bar.update(step, metrics)
             _record_notices(session, store, run_id, step, bar)

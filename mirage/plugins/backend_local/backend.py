@@ -13,7 +13,7 @@ from transformers.utils import logging as hf_logging
 
 from mirage.core.config.run_config import RunConfig
 from mirage.core.rl.backend import Backend, CrossScores, PolicyOutput
-from mirage.plugins.backend_local import chat_template, cross_scoring, decode, precision
+from mirage.plugins.backend_local import chat_template, cross_scoring, decode, precision, sharding
 from mirage.plugins.backend_local import model as model_lib
 from mirage.plugins.backend_local.critic import ValueModel
 from mirage.plugins.backend_local.options import LocalOptions
@@ -27,7 +27,7 @@ class LocalBackend(Backend):
     or bfloat16 mixed precision (``model.dtype``, precision.py)."""
 
     supports_critic = True
-    parallel_modes = ("ddp",)
+    parallel_modes = ("ddp", "fsdp")  # fsdp: sharding.py
     Options = LocalOptions
 
     def __init__(self, config: RunConfig, options: LocalOptions):
@@ -41,6 +41,8 @@ class LocalBackend(Backend):
         self.critic = None  # ValueModel, built by init_critic (PPO)
         self.critic_optimizer = None
         self._critic_lr = None
+        self.sharded: sharding.ShardedPolicy | None = None  # fsdp: the training copy, made at the first step
+        self._sharded_optimizer_state = None  # fsdp: a loaded checkpoint's, for that copy
 
     # ------------------------------------------------------------------ setup
     @classmethod
@@ -248,6 +250,25 @@ class LocalBackend(Backend):
                 entropy[start : start + chunk.size(0), column] = spread.sum(-1).double().cpu()
         return CrossScores(logprobs, entropy)
 
+    # ------------------------------------------------------------------ training
+    def fsdp(self) -> bool:
+        """Whether the update runs on FSDP2 shards (``model.parallel: fsdp`` over more
+        than one process); ``self.model`` is then the full replica sampling and scoring use."""
+        return self.config.model.parallel == "fsdp" and self.world.distributed
+
+    def train_step(self, rows, recipe) -> dict[str, float]:
+        if not self.fsdp():
+            return super().train_step(rows, recipe)
+        if self.sharded is None:  # here, not in prepare: after every rank took the main rank's weights
+            self.sharded = sharding.ShardedPolicy(self.model, self.world, self.device, self.config.algorithm.lr,
+                                                  self._sharded_optimizer_state)
+            self._sharded_optimizer_state = None
+        return sharding.train_step(self, self.sharded, rows, recipe)
+
+    def gather_for_save(self) -> None:
+        if self.fsdp() and self.sharded is not None:
+            self._sharded_optimizer_state = self.sharded.optimizer_state()
+
     def gradient(self, loss: torch.Tensor, *, retain_graph: bool = False) -> torch.Tensor:
         params = [p for p in self.model.parameters() if p.requires_grad]
         grads = torch.autograd.grad(loss, params, retain_graph=retain_graph, allow_unused=True)
@@ -290,6 +311,8 @@ class LocalBackend(Backend):
 
     # ------------------------------------------------------------------ critic
     def init_critic(self, lr: float) -> None:
+        if self.config.model.parallel == "fsdp":
+            raise NotImplementedError("model.parallel: fsdp trains no critic yet (use ddp for ppo)")
         self.critic = ValueModel(self.model, self.config.model.dtype).to(self.device)
         self._critic_lr = lr
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=lr, weight_decay=0.0)
@@ -316,7 +339,12 @@ class LocalBackend(Backend):
         directory.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(directory / "policy")
         self.tokenizer.save_pretrained(directory / "policy")
-        torch.save(self.optimizer.state_dict(), directory / "optimizer.pt")
+        if self.fsdp():  # gathered by gather_for_save, keyed by parameter name
+            if self._sharded_optimizer_state is not None:
+                torch.save(self._sharded_optimizer_state, directory / "sharded_optimizer.pt")
+                self._sharded_optimizer_state = None
+        else:
+            torch.save(self.optimizer.state_dict(), directory / "optimizer.pt")
         if self._reference is not None:
             self._reference.save_pretrained(directory / "reference")
         if self.critic is not None:
@@ -332,7 +360,11 @@ class LocalBackend(Backend):
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=self.config.algorithm.lr, weight_decay=0.0
         )
-        self.optimizer.load_state_dict(torch.load(directory / "optimizer.pt"))
+        if (directory / "optimizer.pt").exists():
+            self.optimizer.load_state_dict(torch.load(directory / "optimizer.pt"))
+        self.sharded = None
+        if (directory / "sharded_optimizer.pt").exists():  # the sharded copy takes it at its first step
+            self._sharded_optimizer_state = torch.load(directory / "sharded_optimizer.pt", weights_only=False)
         saved = json.loads((directory / "backend.json").read_text())
         if saved["reference"]:
             self._reference, _ = model_lib.load_pretrained(str(directory / "reference"))

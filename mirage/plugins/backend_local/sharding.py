@@ -1,0 +1,134 @@
+"""The local backend's ``model.parallel: fsdp``: the update on FSDP2-sharded weights.
+
+Under ``ddp`` every rank holds the whole policy, its gradients and its AdamW state. Under
+``fsdp`` the *training* copy is sharded with ``torch.distributed.fsdp.fully_shard`` (one
+unit per decoder layer, then the root): each rank keeps 1/N of the weights, gradients and
+optimizer state, and the forward and backward all-gather and reduce-scatter layer by layer.
+
+Those are collectives, so every rank must run the same number of forwards and backwards,
+while MIRAGE's ranks run different amounts of work: sampling and scoring lengths differ
+per rank, and a rank's share of the rows may be empty (``World.share``; ``map_shares``
+does not even call the backend there). Hence:
+
+- Sampling, scoring, cross-scoring, the reference policy and the gradient decomposition
+  run on ``backend.model``, a plain full-weight replica, with no collectives; it is
+  refreshed from the shards after every optimizer step, which every rank takes.
+- :func:`train_step` pads this rank's micro-batches to the most any rank has (known to
+  every rank from the share sizes, without asking) with zero-loss micro-batches, so the
+  collectives pair up.
+- Gradients are summed over the ranks, not averaged (FSDP2's default): MIRAGE's losses
+  are token sums with per-row weights, as under ``ddp`` (``World.sum_gradients``).
+
+The replica costs one full copy of the weights per rank; what ``fsdp`` saves over ``ddp``
+is the gradients and the optimizer state (two more copies under AdamW) and, during the
+update, the weights of all but the layer being computed.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.tensor import DTensor
+
+from mirage.core.parallel.world import World
+from mirage.core.rl.training import LossRecipe, Row, micro_batches
+
+FULL = StateDictOptions(full_state_dict=True)  # every rank gets every tensor
+FULL_ON_MAIN = StateDictOptions(full_state_dict=True, cpu_offload=True)  # rank 0 only, on the CPU
+
+
+def shard(model: torch.nn.Module, world: World, device: torch.device) -> torch.nn.Module:
+    """``model`` sharded in place over ``world``: one FSDP unit per module of a class that
+    transformers says must not be split (``_no_split_modules``: the decoder layers), then
+    the root; gradients summed, not averaged, over the ranks."""
+    mesh = init_device_mesh(device.type, (world.size,))
+    units = set(getattr(model, "_no_split_modules", None) or ())
+    for module in list(model.modules()):
+        if type(module).__name__ in units:
+            fully_shard(module, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    for module in model.modules():
+        if isinstance(module, FSDPModule):  # neither setting reaches the units below
+            module.set_gradient_divide_factor(1.0)
+            # gloo has no PREMUL_SUM (what a factor of 1 asks for in float32): a plain SUM
+            module.set_force_sum_reduction_for_comms(True)
+    return model
+
+
+class ShardedPolicy:
+    """The FSDP2-sharded training copy of a policy and the AdamW over its shards."""
+
+    def __init__(self, replica: torch.nn.Module, world: World, device: torch.device, lr: float,
+                 optimizer_state: dict[str, Any] | None = None):
+        self.module = shard(copy.deepcopy(replica), world, device)
+        self.optimizer = torch.optim.AdamW(self.module.parameters(), lr=lr, weight_decay=0.0)
+        if optimizer_state is not None:  # a checkpoint's full state (every rank read it)
+            set_optimizer_state_dict(self.module, self.optimizer, optimizer_state, options=FULL)
+
+    def step(self, max_grad_norm: float, replica: torch.nn.Module) -> float:
+        """Clip, step and zero the shards' optimizer, then copy the new weights into
+        ``replica``; the pre-clip gradient norm. A collective: every rank calls it."""
+        norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), max_grad_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        replica.load_state_dict(get_model_state_dict(self.module, options=FULL))
+        return float(norm.full_tensor() if isinstance(norm, DTensor) else norm)
+
+    def optimizer_state(self) -> dict[str, Any]:
+        """The optimizer's full state on the main rank (empty on the others), keyed by
+        parameter name. A collective: every rank calls it."""
+        return get_optimizer_state_dict(self.module, self.optimizer, options=FULL_ON_MAIN)
+
+
+def micro_batch_count(world: World, rows: int, size: int) -> int:
+    """The most micro-batches of ``size`` any rank's share of ``rows`` makes."""
+    return max(math.ceil(len(world.share(rows, rank)) / size) for rank in range(world.size))
+
+
+def train_step(backend: Any, policy: ShardedPolicy, rows: Sequence[Row],
+               recipe: LossRecipe) -> dict[str, float]:
+    """:func:`mirage.core.rl.training.train_step` on the sharded policy: this rank's share
+    of ``rows`` micro-batch by micro-batch, padded with zero-loss micro-batches to the
+    count of the busiest rank; FSDP sums the gradients in each backward; the stats are
+    summed over the ranks; then the step, and the replica takes the new weights.
+    ``backend`` is the LocalBackend (not imported: it imports this module)."""
+    if rows and rows[0].returns is not None:
+        raise NotImplementedError("model.parallel: fsdp trains no critic yet (use ddp for ppo)")
+    world = backend.world
+    share = world.share(len(rows))
+    mine = micro_batches(rows[share.start : share.stop], recipe.micro_batch_size)
+    if recipe.needs_reference and not backend.has_reference():
+        backend.freeze_reference()
+    totals: dict[str, float] = {}
+    policy.module.train()
+    for index in range(micro_batch_count(world, len(rows), recipe.micro_batch_size)):
+        if index < len(mine):
+            micro = mine[index]
+            contexts, responses = [r.turn.context_ids for r in micro], [r.turn.response_ids for r in micro]
+            out = backend._per_token(policy.module, contexts, responses)
+            reference = backend.reference_logprobs(contexts, responses) if recipe.needs_reference else None
+            terms, stats = recipe.policy_terms(out, micro, reference, len(micro) / len(rows))
+            loss = None
+            for term in terms.values():
+                loss = term if loss is None else loss + term
+            for name, value in stats.items():
+                totals[f"update/{name}"] = totals.get(f"update/{name}", 0.0) + value
+        else:  # the same all-gathers and reduce-scatters as a real one, adding zeros
+            first = rows[0].turn
+            loss = 0.0 * backend._per_token(policy.module, [first.context_ids], [first.response_ids]).logprobs.sum()
+        loss.backward()
+    totals = world.sum_floats(totals)
+    totals["update/grad_norm"] = policy.step(recipe.max_grad_norm, backend.model)
+    return totals
