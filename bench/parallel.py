@@ -40,10 +40,10 @@ def run_once(data: dict, db: Path, nproc: int, threads_each: int) -> dict[str, l
     if nproc == 1:
         execute(config, db, progress=False, run_id=run_id)
     else:
-        status = launch(make_job(nproc, db=db, run_id=run_id, config=config, progress=False,
-                                 threads_setting=threads_each), nproc)
+        status, error = launch(make_job(nproc, db=db, run_id=run_id, config=config, progress=False,
+                                        threads_setting=threads_each), nproc)
         if status != "finished":
-            raise SystemExit(f"the {nproc}-process run {status}: {RunStore(db).get_run(run_id)['error']}")
+            raise SystemExit(f"the {nproc}-process run {status}: {error}")
     times: dict[str, list[float]] = {}
     for step, name, value in RunStore(db).metrics(run_id):
         if step > 0 and name.startswith("time/"):

@@ -79,3 +79,13 @@ def read_outcome(directory: Path) -> dict[str, Any] | None:
         return json.loads((directory / OUTCOME).read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
+
+
+def check_cell_workers(workers: int, specs: list[CellSpec]) -> None:
+    """ConfigError unless every cell can run on ``workers`` processes."""
+    if workers < 1:
+        raise ConfigError(f"cell_workers {workers}: expected a whole number of processes >= 1")
+    single = [s.cell for s in specs if s.config["model"].get("parallel", "none") == "none"]
+    if workers > 1 and single:
+        raise ConfigError(f"cell_workers {workers} runs each cell data-parallel, which needs "
+                          f"model.parallel: ddp (--set model.parallel=ddp); cell {single[0]} has none")

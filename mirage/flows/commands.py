@@ -45,11 +45,13 @@ def sweep(
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster address [default: a local Ray]"),
     db: Optional[Path] = typer.Option(None, help=DB_HELP),
     registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP),
+    cell_workers: int = typer.Option(1, help="processes per cell: each cell one data-parallel run "
+                                     "(needs model.parallel: ddp; Ray Train workers with --runner ray)"),
 ) -> None:
     """Run an experiment's grid in this process (the served deployment does the same)."""
     import os
 
-    from mirage.flows.cells import plan_cells
+    from mirage.flows.cells import check_cell_workers, plan_cells
     from mirage.flows.supervise import SUPERVISED, supervise, watch_parent
 
     _check_runner(runner, width)
@@ -66,13 +68,15 @@ def sweep(
     except ValueError:
         fail(f"--seeds expects comma-separated integers, got {seeds!r}")
     try:  # validate before Prefect starts
-        plan_cells(experiment, registry, grid=axes, settings=fixed, seeds=seed_list, preset=preset)
+        specs = plan_cells(experiment, registry, grid=axes, settings=fixed, seeds=seed_list, preset=preset)
+        check_cell_workers(cell_workers, specs)
     except ConfigError as error:
         fail(str(error))
     if not os.environ.get(SUPERVISED):
         # The flow runs in a child process group this process owns: however this process
         # ends (a signal, or SIGKILL via the child's watchdog), the group ends with it.
-        argv = ["sweep", experiment, "--width", str(width), "--runner", runner]
+        argv = ["sweep", experiment, "--width", str(width), "--runner", runner,
+                "--cell-workers", str(cell_workers)]
         argv += [a for pair in grid for a in ("--grid", pair)] + [a for pair in set_ for a in ("--set", pair)]
         for flag, value in (("--seeds", seeds), ("--preset", preset), ("--ray-address", ray_address),
                             ("--db", db), ("--registry", registry)):
@@ -85,7 +89,7 @@ def sweep(
     state = sweep_flow(experiment, grid=axes, settings=fixed, seeds=seed_list, preset=preset,
                        force=force, width=width, runner=runner, ray_address=ray_address,
                        db=str(db) if db else None, registry=str(registry) if registry else None,
-                       return_state=True)
+                       cell_workers=cell_workers, return_state=True)
     typer.echo(f"{state.name}: {state.message}")
     raise typer.Exit(0 if state.is_completed() else 1)
 

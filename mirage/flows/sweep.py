@@ -23,7 +23,7 @@ from prefect.states import Completed, Failed
 
 from mirage.core.errors import ConfigError
 from mirage.core.store.run_store import RunStore, default_db_path, new_run_id
-from mirage.flows.cells import CellSpec, cell_root, plan_cells
+from mirage.flows.cells import CellSpec, cell_root, check_cell_workers, plan_cells
 from mirage.flows.load import completed_runs, load_cell, pending_cell, ran_before, reused_cell
 from mirage.flows.runners import Runner, check_width, make_task_runner
 from mirage.flows.summary import first_failure, progress_line, render, verdict
@@ -40,7 +40,8 @@ def _record(sweeps: SweepStore, sweep_id: str, rows: dict[str, dict[str, Any]],
 
 
 def run_cells(task_runner: Any, specs: list[CellSpec], root: Path, store: RunStore,
-              sweeps: SweepStore, sweep_id: str, rows: dict[str, dict[str, Any]]) -> None:
+              sweeps: SweepStore, sweep_id: str, rows: dict[str, dict[str, Any]],
+              cell_options: dict[str, Any] | None = None) -> None:
     """Submit every cell to ``task_runner`` (chosen per sweep, so entered here rather
     than fixed on the flow); load each into ``store`` as it ends, record it in ``sweeps``
     and print a progress line. The lines are this flow run's logs, which `--watch` prints. ``rows``: every
@@ -48,7 +49,7 @@ def run_cells(task_runner: Any, specs: list[CellSpec], root: Path, store: RunSto
     with task_runner:
         futures = [
             task_runner.submit(run_cell.with_options(task_run_name=f"{spec.cell} seed={spec.seed}"),
-                               {"spec": spec, "root": str(root)})
+                               {"spec": spec, "root": str(root), **(cell_options or {})})
             for spec in specs
         ]
         names = {future.task_run_id: spec for future, spec in zip(futures, specs)}
@@ -70,17 +71,21 @@ def sweep(
     ray_address: str | None = None,
     db: str | None = None,
     registry: str | None = None,
+    cell_workers: int = 1,
 ):
     """Run ``experiment``'s grid. ``grid`` replaces or adds axes (dotted path -> values),
     ``settings`` fixes dotted paths in every cell (an axis on that path gives way),
     ``seeds`` replaces the replicate seeds and ``preset`` (``tiny``) shrinks the run;
     ``force`` recomputes cells that already ran; ``width`` cells run at once on the
     ``runner`` (``process``, ``thread`` or ``ray`` at ``ray_address``); results go to
-    ``db`` (default ``$MIRAGE_DB`` or runs/mirage.duckdb)."""
+    ``db`` (default ``$MIRAGE_DB`` or runs/mirage.duckdb). ``cell_workers`` > 1 runs each
+    cell data-parallel on that many processes (``model.parallel: ddp``; Ray Train workers
+    with the ``ray`` runner, torchrun's launcher otherwise; docs/scaling.md)."""
     try:
         check_width(width)
         specs = plan_cells(experiment, registry, grid=grid, settings=settings, seeds=seeds,
                            preset=preset)
+        check_cell_workers(cell_workers, specs)
     except ConfigError as error:  # one line in the final state, no traceback
         return Failed(message=f"{experiment}: {error}")
     target = Path(db) if db else default_db_path()
@@ -103,7 +108,9 @@ def sweep(
     if pending:
         try:
             run_cells(make_task_runner(runner, width, ray_address), pending, root, store, sweeps,
-                      sweep_id, rows)
+                      sweep_id, rows, None if cell_workers == 1 else {
+                          "workers": cell_workers, "ray_address": ray_address,
+                          "launcher": "ray" if runner == "ray" else "torchrun"})
         except Exception as error:  # the runner broke off (e.g. Ray lost): load what is there
             print(f"the task runner stopped: {type(error).__name__}: {error}")
     # The store is the record of what was loaded: cells the runner never got to report

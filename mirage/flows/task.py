@@ -21,10 +21,13 @@ class CellFailed(RuntimeError):
     """A cell's run raised; the message is the run's error."""
 
 
-def execute_cell(spec: CellSpec, root: Path) -> dict[str, Any]:
+def execute_cell(spec: CellSpec, root: Path, workers: int = 1, ray_address: str | None = None,
+                 launcher: str = "torchrun") -> dict[str, Any]:
     """Run the cell from scratch into its directory; return (and write) its outcome:
     ``{"status": finished|stopped|failed, "run_id": str|None, "error": str|None, "config": ...,
-    "config_hash": ...}``."""
+    "config_hash": ...}``. With ``workers`` > 1 the cell is one data-parallel run on that
+    many processes (its config has ``model.parallel: ddp``), started by ``launcher``
+    (``torchrun`` on this machine, or ``ray``: Ray Train workers at ``ray_address``)."""
     from mirage.core.config.run_config import RunConfig
     from mirage.core.run.loop import RunStopped, execute
 
@@ -36,8 +39,11 @@ def execute_cell(spec: CellSpec, root: Path) -> dict[str, Any]:
     outcome: dict[str, Any] = {"status": "finished", "run_id": None, "error": None,
                                "config": spec.config, "config_hash": spec.config_hash}
     try:
-        outcome["run_id"] = execute(RunConfig.model_validate(spec.config), db, progress=False,
-                                    experiment=spec.experiment, cell=spec.cell)
+        config = RunConfig.model_validate(spec.config)
+        if workers > 1:
+            outcome |= _launched(config, spec, db, workers, launcher, ray_address)
+        else:
+            outcome["run_id"] = execute(config, db, progress=False, experiment=spec.experiment, cell=spec.cell)
     except RunStopped as error:
         outcome |= {"status": "stopped", "error": str(error)}
     except Exception as error:  # recorded for the load step; the sweep goes on
@@ -48,11 +54,25 @@ def execute_cell(spec: CellSpec, root: Path) -> dict[str, Any]:
     return outcome
 
 
+def _launched(config: Any, spec: CellSpec, db: Path, workers: int, launcher: str,
+              ray_address: str | None) -> dict[str, Any]:
+    """The cell on ``workers`` processes: its stored status and error."""
+    from mirage.core.run.launch import launch, make_job
+    from mirage.core.store.run_store import new_run_id
+
+    run_id = new_run_id()
+    job = make_job(workers, db=db, run_id=run_id, config=config, progress=False, threads_setting=config.threads,
+                   experiment=spec.experiment, cell=spec.cell)
+    status, error = launch(job, workers, launcher, ray_address)
+    return {"run_id": run_id, "status": status, "error": None if status == "finished" else error}
+
+
 @task(name="cell")
-def run_cell(spec: CellSpec, root: str) -> dict[str, Any]:
+def run_cell(spec: CellSpec, root: str, workers: int = 1, ray_address: str | None = None,
+             launcher: str = "torchrun") -> dict[str, Any]:
     """Prefect task: one cell; raises CellFailed (after recording it) so the task run
     shows as failed while the other cells go on."""
-    outcome = execute_cell(spec, Path(root))
+    outcome = execute_cell(spec, Path(root), workers, ray_address, launcher)
     if outcome["status"] == "failed":
         raise CellFailed(outcome["error"])
     return outcome

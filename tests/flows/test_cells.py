@@ -66,3 +66,32 @@ def test_core_serve_refuses_a_malformed_registry(cli, tmp_path):
     registry.write_text(yaml.safe_dump({"experiments": {"bad": {"grid": {"nosuch": [1]}}}}))
     code, out, err = cli("serve", "--registry", registry)
     assert code == 2 and "experiment 'bad'" in err and "nosuch" in err
+
+
+def test_cells_on_several_workers_need_data_parallel_configs():
+    from mirage.flows.cells import check_cell_workers
+
+    cells = plan_cells("stochasticity", REPO / "registry.yaml", grid={"env.options.slip": [0.0]}, seeds=[0],
+                       preset="tiny")
+    check_cell_workers(1, cells)
+    with pytest.raises(ConfigError, match=r"cell_workers 2 runs each cell data-parallel, which needs "
+                                          r"model.parallel: ddp \(--set model.parallel=ddp\)"):
+        check_cell_workers(2, cells)
+    check_cell_workers(2, plan_cells("stochasticity", REPO / "registry.yaml", grid={"env.options.slip": [0.0]},
+                                     seeds=[0], preset="tiny", settings={"model.parallel": "ddp"}))
+
+
+@pytest.mark.slow
+def test_a_cell_runs_on_two_processes_into_its_own_store(tmp_path):
+    from mirage.core.store.run_store import RunStore
+    from mirage.flows.cells import CELL_DB, cell_dir
+    from mirage.flows.task import execute_cell
+
+    spec = plan_cells("stochasticity", REPO / "registry.yaml", grid={"env.options.slip": [0.0]}, seeds=[0],
+                      preset="tiny", settings={"model.parallel": "ddp", "steps": 2})[0]
+    outcome = execute_cell(spec, tmp_path, workers=2)
+    assert outcome["status"] == "finished", outcome["error"]
+    store = RunStore(cell_dir(tmp_path, spec) / CELL_DB)
+    (run,) = store.list_runs()
+    assert (run["run_id"], run["experiment"], run["cell"]) == (outcome["run_id"], spec.experiment, spec.cell)
+    assert any(e["kind"] == "ranks" for e in store.events(run["run_id"]))

@@ -34,7 +34,7 @@ def launched(config: RunConfig | None, db: Path, *, nproc: int, launcher: str | 
     from mirage.core.run.checkpoints import plan_resume
     from mirage.core.run.launch import launch, make_job
     from mirage.core.run.validate import validate_config
-    from mirage.core.store.run_store import RunStore, new_run_id
+    from mirage.core.store.run_store import new_run_id
 
     if resume:
         config, _ = plan_resume(db, resume, extend_to)
@@ -48,6 +48,5 @@ def launched(config: RunConfig | None, db: Path, *, nproc: int, launcher: str | 
     job = make_job(nproc, db=db, run_id=run_id, config=None if resume else config, resume=bool(resume),
                    extend_to=extend_to, name=name, tags=tags, note=note, progress=progress,
                    threads_setting=config.threads, devices_per_rank=backend.devices_per_rank(config))
-    status = launch(job, nproc, launcher or "torchrun", ray_address)
-    row = RunStore(db).get_run(run_id) or {}
-    return run_id, status, row.get("error")
+    status, error = launch(job, nproc, launcher or "torchrun", ray_address)
+    return run_id, status, error

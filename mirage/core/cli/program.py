@@ -91,8 +91,8 @@ def run(
     note: Optional[str] = typer.Option(None, help="a free-text note on the run (see `core note`)"),
     quiet: bool = typer.Option(False, help="no progress bars (the warm start's included); warnings and the result line still print"),
     nproc: Optional[int] = typer.Option(
-        None, help="run on N processes of this machine, data-parallel (needs --parallel ddp; "
-        "torchrun's launcher; docs/scaling.md)"),
+        None, help="run data-parallel on N processes (needs --parallel ddp): on this machine "
+        "through torchrun's launcher, or N Ray Train workers with --launcher ray (docs/scaling.md)"),
     launcher: Optional[str] = typer.Option(
         None, help="start the processes with torchrun (default) or ray (Ray Train workers; a "
         "local Ray unless --ray-address)"),

@@ -55,6 +55,8 @@ class Job:
     name: str | None = None
     tags: tuple[str, ...] = ()
     note: str | None = None
+    experiment: str | None = None  # a sweep cell's labels
+    cell: str | None = None
     progress: bool = True
     env: dict[str, str] = field(default_factory=dict)
     gpus: tuple[str, ...] = ()  # the GPUs the launcher sees, shared out to the local ranks
@@ -64,7 +66,7 @@ class Job:
 def make_job(nproc: int, *, db: Path, run_id: str, config: RunConfig | None, resume: bool = False,
              extend_to: int | None = None, name: str | None = None, tags: tuple[str, ...] = (),
              note: str | None = None, progress: bool = True, threads_setting: int | str = "auto",
-             devices_per_rank: int = 1) -> Job:
+             devices_per_rank: int = 1, experiment: str | None = None, cell: str | None = None) -> Job:
     """The job of ``nproc`` processes on this machine. With ``threads: auto`` each rank
     gets its share of the cores this process would use (``MIRAGE_THREADS``), so N ranks
     do not each start as many threads as the machine has. On GPUs each local rank gets
@@ -79,7 +81,7 @@ def make_job(nproc: int, *, db: Path, run_id: str, config: RunConfig | None, res
     return Job(db=str(Path(db).resolve()), run_id=run_id,
                config=None if config is None else config.model_dump(mode="json"), resume=resume,
                extend_to=extend_to, name=name, tags=tuple(tags), note=note, progress=progress, env=env,
-               gpus=gpus, devices_per_rank=devices_per_rank)
+               gpus=gpus, devices_per_rank=devices_per_rank, experiment=experiment, cell=cell)
 
 
 def visible_gpus() -> tuple[str, ...]:
@@ -92,11 +94,14 @@ def visible_gpus() -> tuple[str, ...]:
     return tuple(str(index) for index in range(torch.cuda.device_count()))
 
 
-def launch(job: Job, nproc: int, launcher: str = "torchrun", ray_address: str | None = None) -> str:
-    """Run ``job`` on ``nproc`` processes; return the run's stored status (``finished``,
-    ``stopped`` or ``failed``). A failed rank's error is in the store before this returns."""
+def launch(job: Job, nproc: int, launcher: str = "torchrun", ray_address: str | None = None) -> tuple[str, str | None]:
+    """Run ``job`` on ``nproc`` processes; return the run's status (``finished``,
+    ``stopped`` or ``failed``) and error as stored. A failed rank's error is in the store
+    before this returns; a job that failed before the run was stored reports its error
+    here only."""
     if launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {launcher!r}; valid: {', '.join(LAUNCHERS)}")
+    reason = None
     try:
         if launcher == "torchrun":
             _torchrun(job, nproc)
@@ -108,8 +113,10 @@ def launch(job: Job, nproc: int, launcher: str = "torchrun", ray_address: str | 
     except Exception as error:  # noqa: BLE001 - any failure of the job is the run's
         reason, details = failure_report(error)
         _mark(job, "failed", reason, details)
-    row = RunStore(Path(job.db)).get_run(job.run_id)
-    return row["status"] if row else "failed"
+    row = RunStore(Path(job.db)).get_run(job.run_id) if Path(job.db).exists() else None
+    if row is None:
+        return "failed", reason or "the run's processes ended before it was stored"
+    return row["status"], row.get("error")
 
 
 def run_rank(job: Job) -> None:
@@ -123,7 +130,8 @@ def run_rank(job: Job) -> None:
     try:
         execute(config, Path(job.db), resume=job.run_id if job.resume else None,
                 progress=job.progress and world.is_main, extend_to=job.extend_to, name=job.name,
-                tags=job.tags, note=job.note, world=world, run_id=job.run_id)
+                tags=job.tags, note=job.note, world=world, run_id=job.run_id, experiment=job.experiment,
+                cell=job.cell)
     except RunStopped:
         pass
 
