@@ -78,7 +78,9 @@ def main() -> None:
     print(f"{'stage':<14}" + "".join(f"{label[arm] + ' s':>20}" for arm in arms) + f"{'ratio':>8}")
     base, parallel = arms[0], arms[1]
     for stage in STAGES:
-        medians = [statistics.median(times[arm].get(stage, [0.0])) for arm in arms]
+        if not all(times[arm].get(stage) for arm in arms):
+            continue  # not measured at these steps (diagnostics every 5 steps by default)
+        medians = [statistics.median(times[arm][stage]) for arm in arms]
         ratio = medians[1] / medians[0] if medians[0] else float("nan")
         print(f"{stage[5:]:<14}" + "".join(f"{m:>20.2f}" for m in medians) + f"{ratio:>7.2f}x")
     shares = [c / s for c, s in zip(times[parallel]["time/communication"], times[parallel]["time/step"])]

@@ -88,4 +88,4 @@ def check_cell_workers(workers: int, specs: list[CellSpec]) -> None:
     single = [s.cell for s in specs if s.config["model"].get("parallel", "none") == "none"]
     if workers > 1 and single:
         raise ConfigError(f"cell_workers {workers} runs each cell data-parallel, which needs "
-                          f"model.parallel: ddp (--set model.parallel=ddp); cell {single[0]} has none")
+                          f"model.parallel: ddp or fsdp (--set model.parallel=ddp); cell {single[0]} has none")

@@ -46,7 +46,7 @@ def sweep(
     db: Optional[Path] = typer.Option(None, help=DB_HELP),
     registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP),
     cell_workers: int = typer.Option(1, help="processes per cell: each cell one data-parallel run "
-                                     "(needs model.parallel: ddp; Ray Train workers with --runner ray)"),
+                                     "(needs model.parallel: ddp or fsdp; Ray Train workers with --runner ray)"),
 ) -> None:
     """Run an experiment's grid in this process (the served deployment does the same)."""
     import os

@@ -128,7 +128,7 @@ def test_runs_on_several_processes_are_refused_cleanly_before_any_starts(cli, ti
         (("--parallel", "ddp", "--nproc", "0"), "--nproc 0: expected a whole number of processes >= 1"),
         (("--parallel", "ddp", "--launcher", "slurm"), "--launcher 'slurm': unknown; valid: torchrun, ray"),
         (("--parallel", "ddp", "--ray-address", "ray://x:1"), "--ray-address names the cluster of --launcher ray"),
-        (("--parallel", "fsdp"), "model.parallel"),
+        (("--parallel", "zero3"), "zero3"),
     ]:
         code, out, err = cli("run", "--config", tiny_config_file, "--db", db, "--quiet", *args)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (args, err)
@@ -150,3 +150,26 @@ def test_a_rank_error_is_reported_with_its_rank_and_traceback(tmp_path):
     reason, details = failure_report(ChildFailedError("mirage", {1: raised, 0: killed}))
     assert reason == "rank 0 failed: killed by SIGKILL (pid 4241)"
     assert details.index("rank 0") < details.index("rank 1")
+
+
+@pytest.mark.slow
+def test_fsdp_runs_equal_one_process_and_resume_on_any_number_of_processes(cli, tiny_config_file, tmp_path):
+    """``parallel: fsdp`` on two processes, extended from its checkpoints on one process and
+    then on two again (the optimizer state gathered from the shards, and back), stores what
+    one process stores; every step updates (no filter)."""
+    def run(name: str, parallel: str, nprocs: list[int]) -> Path:
+        db = tmp_path / f"{name}.duckdb"
+        for index, nproc in enumerate(nprocs):
+            args = ["--steps", str(2 + index), "--nproc", str(nproc)]
+            if index == 0:
+                args += ["--config", str(tiny_config_file), "--parallel", parallel, "--filter", "none"]
+            else:
+                args += ["--resume", RunStore(db).list_runs()[0]["run_id"]]
+            code, out, err = cli("run", "--db", db, "--quiet", *args, timeout=600)
+            assert code == 0, err
+        return db
+
+    one = run("one", "ddp", [1, 1, 1])
+    sharded = run("fsdp", "fsdp", [2, 1, 2])
+    assert_same_metrics(stored_metrics(sharded), stored_metrics(one))
+    assert all(name.split(":")[1] != "update/grad_norm" or value > 0 for name, value in stored_metrics(one).items())

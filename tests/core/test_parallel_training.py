@@ -34,12 +34,12 @@ from mirage.plugins.verl_algorithms.loss import ClippedPolicyLoss
 
 RTOL = 1e-10
 VOCAB, PAD = 40, 0
-ROWS = 7  # uneven over two ranks: 4 + 3, micro-batches of 2
+ROWS = 7  # micro-batches of 2 (2 + 2 on two ranks) or 3 (3 + 3, then 1: 2 + 1 micro-batches)
 
 
-def backend(critic: bool) -> LocalBackend:
+def backend(critic: bool, micro: int = 2) -> LocalBackend:
     data = {"env": {"name": "frozenlake"}, **copy.deepcopy(TINY)}
-    data["algorithm"] = {"name": "ppo" if critic else "grpo", "micro_batch_size": 2, "kl_coef": 0.05,
+    data["algorithm"] = {"name": "ppo" if critic else "grpo", "micro_batch_size": micro, "kl_coef": 0.05,
                          "entropy_coef": 0.01}
     config = build_config(data)
     policy = LocalBackend(config, LocalOptions())
@@ -71,9 +71,9 @@ def rows(critic: bool) -> list[Row]:
     return made
 
 
-def measure(world: World, critic: bool) -> dict:
+def measure(world: World, critic: bool, micro: int = 2) -> dict:
     """One train_step, then the gradient decomposition and cross-scoring, on ``world``."""
-    policy = backend(critic)
+    policy = backend(critic, micro)
     policy.world = world
     recipe = ClippedPolicyLoss(policy.config.algorithm)
     metrics = policy.train_step(rows(critic), recipe)
@@ -91,18 +91,18 @@ def measure(world: World, critic: bool) -> dict:
     }
 
 
-def _rank(rank: int, size: int, rendezvous: str, out: str, critic: bool) -> None:
+def _rank(rank: int, size: int, rendezvous: str, out: str, critic: bool, micro: int) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=size)
     try:
-        torch.save(measure(current_world(), critic), f"{out}/rank{rank}.pt")
+        torch.save(measure(current_world(), critic, micro), f"{out}/rank{rank}.pt")
     finally:
         dist.destroy_process_group()
 
 
-def on_two_processes(tmp_path: Path, critic: bool) -> list[dict]:
-    mp.start_processes(_rank, args=(2, str(tmp_path / "rendezvous"), str(tmp_path), critic), nprocs=2,
+def on_two_processes(tmp_path: Path, critic: bool, micro: int = 2) -> list[dict]:
+    mp.start_processes(_rank, args=(2, str(tmp_path / "rendezvous"), str(tmp_path), critic, micro), nprocs=2,
                        start_method="spawn", join=True)
     return [torch.load(tmp_path / f"rank{rank}.pt", weights_only=False) for rank in range(2)]
 
@@ -115,11 +115,12 @@ def close(a: torch.Tensor, b: torch.Tensor, float32: bool = False) -> bool:
     return a.dtype == b.dtype and bool(torch.allclose(a, b, rtol=rtol, atol=rtol * float(a.abs().max())))
 
 
-@pytest.mark.parametrize("critic", [False, True], ids=["grpo", "ppo-with-critic"])
-def test_one_step_on_two_processes_is_the_one_process_step(critic, tmp_path):
+@pytest.mark.parametrize(("critic", "micro"), [(False, 2), (False, 3), (True, 2)],
+                         ids=["grpo", "grpo-uneven-micro-batches", "ppo-with-critic"])
+def test_one_step_on_two_processes_is_the_one_process_step(critic, micro, tmp_path):
     torch.set_num_threads(1)
-    alone = measure(World(), critic)
-    for rank, got in enumerate(on_two_processes(tmp_path, critic)):
+    alone = measure(World(), critic, micro)
+    for rank, got in enumerate(on_two_processes(tmp_path, critic, micro)):
         assert close(got["parameters"], alone["parameters"]), f"rank {rank}: parameters differ"
         assert not torch.equal(alone["parameters"], torch.cat(
             [p.detach().reshape(-1) for p in backend(critic).model.parameters()]))  # the step moved them

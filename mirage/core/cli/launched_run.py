@@ -18,9 +18,9 @@ def launch_problem(config: RunConfig, nproc: int, launcher: str | None) -> str |
         return f"--launcher {launcher!r}: unknown; valid: {', '.join(LAUNCHERS)}"
     if (nproc > 1 or launcher is not None) and config.model.parallel == "none":
         return (f"--nproc {nproc}" + (f" --launcher {launcher}" if launcher else "")
-                + " splits the run across processes, which needs model.parallel: ddp (add --parallel "
-                "ddp): each trajectory then samples from its own random stream, so the run is the same "
-                "for any number of processes")
+                + " splits the run across processes, which needs model.parallel: ddp or fsdp (add "
+                "--parallel ddp): each trajectory then samples from its own random stream, so the run is "
+                "the same for any number of processes")
     return None
 
 

@@ -103,17 +103,18 @@ def train_step(backend: InProcessPolicy, rows: Sequence[Row], recipe: LossRecipe
     Returns the recipe's stats summed over micro-batches, ``grad_norm`` (pre-clip) and,
     with a critic, ``critic_grad_norm``, all under ``update/``.
 
-    In a data-parallel run (``backend.world``) every rank is given the same ``rows``,
-    works on its share of them, and the gradients and stats are summed over the ranks
-    before the step: each micro-batch's ``share`` is of all ``rows``, so the sums are the
-    whole mini-batch's, and every rank takes the same step (docs/scaling.md)."""
+    In a data-parallel run (``backend.world``) every rank is given the same ``rows``, cuts
+    them into the micro-batches one process would, works on its share of those, and the
+    gradients and stats are summed over the ranks before the step: the sums are the whole
+    mini-batch's, micro-batch by micro-batch as one process adds them, and every rank
+    takes the same step (docs/scaling.md)."""
     world = _world(backend)
     critic = bool(rows) and rows[0].returns is not None
     tokens = sum(len(r.turn.response_ids) for r in rows)
     totals: dict[str, float] = {}
     if recipe.needs_reference and not backend.has_reference():
         backend.freeze_reference()
-    for micro in micro_batches(_mine(world, rows), recipe.micro_batch_size):
+    for micro in my_micro_batches(world, rows, recipe.micro_batch_size):
         share = len(micro) / len(rows)
         out = backend.forward(*_ids(micro))
         terms, stats = recipe.policy_terms(out, micro, _reference(backend, recipe, micro), share)
@@ -143,10 +144,13 @@ def _world(backend: InProcessPolicy) -> World:
     return getattr(backend, "world", SINGLE)
 
 
-def _mine(world: World, rows: Sequence[Row]) -> Sequence[Row]:
-    """This rank's share of ``rows`` (all of them in a one-process run)."""
-    share = world.share(len(rows))
-    return rows[share.start : share.stop]
+def my_micro_batches(world: World, rows: Sequence[Row], size: int) -> list[Sequence[Row]]:
+    """This rank's share of the micro-batches one process cuts ``rows`` into (all of them
+    in a one-process run): whole micro-batches, so every per-micro-batch statistic (a clip
+    fraction, say) is the one-process run's whatever the number of ranks."""
+    every = micro_batches(rows, size)
+    share = world.share(len(every))
+    return every[share.start : share.stop]
 
 
 def loss_gradients(backend: InProcessPolicy, rows: Sequence[Row], recipe: LossRecipe) -> dict[str, torch.Tensor]:
@@ -157,7 +161,7 @@ def loss_gradients(backend: InProcessPolicy, rows: Sequence[Row], recipe: LossRe
     world = _world(backend)
     sums: dict[str, torch.Tensor] = {}
     with torch.enable_grad():
-        for micro in micro_batches(_mine(world, rows), recipe.micro_batch_size):
+        for micro in my_micro_batches(world, rows, recipe.micro_batch_size):
             out = backend.forward(*_ids(micro))
             terms, _ = recipe.policy_terms(out, micro, _reference(backend, recipe, micro), 1.0)
             live = [name for name, loss in terms.items() if loss.requires_grad]

@@ -42,7 +42,7 @@ class LocalBackend(Backend):
         self.critic_optimizer = None
         self._critic_lr = None
         self.sharded: sharding.ShardedPolicy | None = None  # fsdp: the training copy, made at the first step
-        self._sharded_optimizer_state = None  # fsdp: a loaded checkpoint's, for that copy
+        self._optimizer_to_save: dict | None = None  # fsdp: the shards' optimizer, gathered for a checkpoint
 
     # ------------------------------------------------------------------ setup
     @classmethod
@@ -261,13 +261,16 @@ class LocalBackend(Backend):
             return super().train_step(rows, recipe)
         if self.sharded is None:  # here, not in prepare: after every rank took the main rank's weights
             self.sharded = sharding.ShardedPolicy(self.model, self.world, self.device, self.config.algorithm.lr,
-                                                  self._sharded_optimizer_state)
-            self._sharded_optimizer_state = None
+                                                  self.optimizer)
+            # the replica's own optimizer is not stepped under fsdp: its (loaded) state goes
+            self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.config.algorithm.lr,
+                                               weight_decay=0.0)
         return sharding.train_step(self, self.sharded, rows, recipe)
 
     def gather_for_save(self) -> None:
         if self.fsdp() and self.sharded is not None:
-            self._sharded_optimizer_state = self.sharded.optimizer_state()
+            self._optimizer_to_save = self.sharded.plain_optimizer_state(
+                self.model, self.config.algorithm.lr, self.world.is_main)
 
     def gradient(self, loss: torch.Tensor, *, retain_graph: bool = False) -> torch.Tensor:
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -311,8 +314,6 @@ class LocalBackend(Backend):
 
     # ------------------------------------------------------------------ critic
     def init_critic(self, lr: float) -> None:
-        if self.config.model.parallel == "fsdp":
-            raise NotImplementedError("model.parallel: fsdp trains no critic yet (use ddp for ppo)")
         self.critic = ValueModel(self.model, self.config.model.dtype).to(self.device)
         self._critic_lr = lr
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=lr, weight_decay=0.0)
@@ -339,12 +340,10 @@ class LocalBackend(Backend):
         directory.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(directory / "policy")
         self.tokenizer.save_pretrained(directory / "policy")
-        if self.fsdp():  # gathered by gather_for_save, keyed by parameter name
-            if self._sharded_optimizer_state is not None:
-                torch.save(self._sharded_optimizer_state, directory / "sharded_optimizer.pt")
-                self._sharded_optimizer_state = None
-        else:
-            torch.save(self.optimizer.state_dict(), directory / "optimizer.pt")
+        # under fsdp the shards' optimizer, gathered by gather_for_save: one format for every
+        # model.parallel, so a run resumes on any number of processes
+        optimizer, self._optimizer_to_save = self._optimizer_to_save or self.optimizer.state_dict(), None
+        torch.save(optimizer, directory / "optimizer.pt")
         if self._reference is not None:
             self._reference.save_pretrained(directory / "reference")
         if self.critic is not None:
@@ -360,11 +359,8 @@ class LocalBackend(Backend):
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=self.config.algorithm.lr, weight_decay=0.0
         )
-        if (directory / "optimizer.pt").exists():
-            self.optimizer.load_state_dict(torch.load(directory / "optimizer.pt"))
-        self.sharded = None
-        if (directory / "sharded_optimizer.pt").exists():  # the sharded copy takes it at its first step
-            self._sharded_optimizer_state = torch.load(directory / "sharded_optimizer.pt", weights_only=False)
+        self.optimizer.load_state_dict(torch.load(directory / "optimizer.pt"))
+        self.sharded = None  # fsdp: rebuilt at the next step, taking the optimizer's state
         saved = json.loads((directory / "backend.json").read_text())
         if saved["reference"]:
             self._reference, _ = model_lib.load_pretrained(str(directory / "reference"))

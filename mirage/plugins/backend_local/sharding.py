@@ -13,9 +13,9 @@ does not even call the backend there). Hence:
 - Sampling, scoring, cross-scoring, the reference policy and the gradient decomposition
   run on ``backend.model``, a plain full-weight replica, with no collectives; it is
   refreshed from the shards after every optimizer step, which every rank takes.
-- :func:`train_step` pads this rank's micro-batches to the most any rank has (known to
-  every rank from the share sizes, without asking) with zero-loss micro-batches, so the
-  collectives pair up.
+- :func:`train_step` pads this rank's share of the micro-batches to the most any rank has
+  (known to every rank from the share sizes, without asking) with zero-loss micro-batches,
+  so the collectives pair up.
 - Gradients are summed over the ranks, not averaged (FSDP2's default): MIRAGE's losses
   are token sums with per-row weights, as under ``ddp`` (``World.sum_gradients``).
 
@@ -43,7 +43,7 @@ from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor
 
 from mirage.core.parallel.world import World
-from mirage.core.rl.training import LossRecipe, Row, micro_batches
+from mirage.core.rl.training import LossRecipe, Row, my_micro_batches
 
 FULL = StateDictOptions(full_state_dict=True)  # every rank gets every tensor
 FULL_ON_MAIN = StateDictOptions(full_state_dict=True, cpu_offload=True)  # rank 0 only, on the CPU
@@ -71,11 +71,14 @@ class ShardedPolicy:
     """The FSDP2-sharded training copy of a policy and the AdamW over its shards."""
 
     def __init__(self, replica: torch.nn.Module, world: World, device: torch.device, lr: float,
-                 optimizer_state: dict[str, Any] | None = None):
+                 optimizer: torch.optim.Optimizer):
+        """``optimizer``: the replica's plain AdamW, whose state (a resumed run's, or none)
+        the shards' optimizer takes over."""
         self.module = shard(copy.deepcopy(replica), world, device)
         self.optimizer = torch.optim.AdamW(self.module.parameters(), lr=lr, weight_decay=0.0)
-        if optimizer_state is not None:  # a checkpoint's full state (every rank read it)
-            set_optimizer_state_dict(self.module, self.optimizer, optimizer_state, options=FULL)
+        if optimizer.state:  # every rank loaded the same checkpoint
+            named = get_optimizer_state_dict(replica, optimizer, options=FULL)
+            set_optimizer_state_dict(self.module, self.optimizer, named, options=FULL)
 
     def step(self, max_grad_norm: float, replica: torch.nn.Module) -> float:
         """Clip, step and zero the shards' optimizer, then copy the new weights into
@@ -86,29 +89,36 @@ class ShardedPolicy:
         replica.load_state_dict(get_model_state_dict(self.module, options=FULL))
         return float(norm.full_tensor() if isinstance(norm, DTensor) else norm)
 
-    def optimizer_state(self) -> dict[str, Any]:
-        """The optimizer's full state on the main rank (empty on the others), keyed by
-        parameter name. A collective: every rank calls it."""
-        return get_optimizer_state_dict(self.module, self.optimizer, options=FULL_ON_MAIN)
+    def plain_optimizer_state(self, replica: torch.nn.Module, lr: float, main: bool) -> dict[str, Any] | None:
+        """The optimizer's state gathered to the main rank as the state dict of a plain
+        AdamW over ``replica`` (what a checkpoint holds, whatever ``model.parallel``, so it
+        resumes on any number of processes); None on the other ranks. A collective: every
+        rank calls it."""
+        named = get_optimizer_state_dict(self.module, self.optimizer, options=FULL_ON_MAIN)
+        if not main:
+            return None
+        plain = torch.optim.AdamW(replica.parameters(), lr=lr, weight_decay=0.0)
+        set_optimizer_state_dict(replica, plain, named, options=FULL)
+        return plain.state_dict()
 
 
 def micro_batch_count(world: World, rows: int, size: int) -> int:
-    """The most micro-batches of ``size`` any rank's share of ``rows`` makes."""
-    return max(math.ceil(len(world.share(rows, rank)) / size) for rank in range(world.size))
+    """The most micro-batches any rank has of the ``ceil(rows / size)`` one process makes."""
+    return max(len(world.share(math.ceil(rows / size), rank)) for rank in range(world.size))
 
 
 def train_step(backend: Any, policy: ShardedPolicy, rows: Sequence[Row],
                recipe: LossRecipe) -> dict[str, float]:
     """:func:`mirage.core.rl.training.train_step` on the sharded policy: this rank's share
-    of ``rows`` micro-batch by micro-batch, padded with zero-loss micro-batches to the
-    count of the busiest rank; FSDP sums the gradients in each backward; the stats are
-    summed over the ranks; then the step, and the replica takes the new weights.
-    ``backend`` is the LocalBackend (not imported: it imports this module)."""
-    if rows and rows[0].returns is not None:
-        raise NotImplementedError("model.parallel: fsdp trains no critic yet (use ddp for ppo)")
+    of the micro-batches, padded with zero-loss micro-batches to the count of the busiest
+    rank; FSDP sums the policy's gradients in each backward; a critic (not sharded) has its
+    gradients summed as under ``ddp``; the stats are summed over the ranks; then the step,
+    and the replica takes the new weights. ``backend`` is the LocalBackend (not imported:
+    it imports this module)."""
     world = backend.world
-    share = world.share(len(rows))
-    mine = micro_batches(rows[share.start : share.stop], recipe.micro_batch_size)
+    critic = bool(rows) and rows[0].returns is not None
+    tokens = sum(len(r.turn.response_ids) for r in rows)
+    mine = my_micro_batches(world, rows, recipe.micro_batch_size)
     if recipe.needs_reference and not backend.has_reference():
         backend.freeze_reference()
     totals: dict[str, float] = {}
@@ -119,16 +129,26 @@ def train_step(backend: Any, policy: ShardedPolicy, rows: Sequence[Row],
             contexts, responses = [r.turn.context_ids for r in micro], [r.turn.response_ids for r in micro]
             out = backend._per_token(policy.module, contexts, responses)
             reference = backend.reference_logprobs(contexts, responses) if recipe.needs_reference else None
-            terms, stats = recipe.policy_terms(out, micro, reference, len(micro) / len(rows))
+            share = len(micro) / len(rows)
+            terms, stats = recipe.policy_terms(out, micro, reference, share)
             loss = None
             for term in terms.values():
                 loss = term if loss is None else loss + term
+            if critic:
+                value_loss, critic_stats = recipe.critic_terms(backend.values(contexts, responses), out, micro,
+                                                               tokens, share)
+                loss = loss + value_loss  # separate parameters: one backward serves both
+                stats = stats | critic_stats
             for name, value in stats.items():
                 totals[f"update/{name}"] = totals.get(f"update/{name}", 0.0) + value
         else:  # the same all-gathers and reduce-scatters as a real one, adding zeros
             first = rows[0].turn
             loss = 0.0 * backend._per_token(policy.module, [first.context_ids], [first.response_ids]).logprobs.sum()
         loss.backward()
+    if critic:
+        world.sum_gradients(backend.critic_parameters())
     totals = world.sum_floats(totals)
     totals["update/grad_norm"] = policy.step(recipe.max_grad_norm, backend.model)
+    if critic:
+        totals["update/critic_grad_norm"] = backend.critic_step(recipe.max_grad_norm)
     return totals
