@@ -14,7 +14,7 @@ On a 2-core machine expect little: the two processes share the cores that one pr
 two threads would use, and they add the gathers and the gradient all-reduce; the gain of
 data parallelism is on several GPUs or machines (docs/scaling.md).
 
-    .venv/bin/python bench/parallel.py [--nproc 2] [--steps 3] [--repeats 2] [--env sokoban]
+    .venv/bin/python bench/parallel.py [--nproc 2] [--steps 3] [--repeats 2] [--env sokoban] [--parallel fsdp]
 """
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--env", default=None, help="environment [default: RunConfig's]")
+    parser.add_argument("--parallel", default="ddp", choices=["ddp", "fsdp"], help="model.parallel of every arm")
     args = parser.parse_args()
-    data: dict = {"seed": 0, "steps": args.steps, "model": {"parallel": "ddp"},
+    data: dict = {"seed": 0, "steps": args.steps, "model": {"parallel": args.parallel},
                   "validation": {"every": 10_000, "episodes": 1, "greedy": False}}  # steps, not validation
     if args.env:
         data["env"] = {"name": args.env}
@@ -74,7 +75,8 @@ def main() -> None:
                     times[arm].setdefault(name, []).extend(values)
     config = build_config(data)
     print(f"{config.env.name}, P x G = {config.rollout.prompts} x {config.rollout.group_size}, "
-          f"{args.steps} steps x {args.repeats} interleaved rounds; medians over training steps")
+          f"model.parallel {args.parallel}, {args.steps} steps x {args.repeats} interleaved rounds; "
+          "medians over training steps")
     print(f"{'stage':<14}" + "".join(f"{label[arm] + ' s':>20}" for arm in arms) + f"{'ratio':>8}")
     base, parallel = arms[0], arms[1]
     for stage in STAGES:
