@@ -62,7 +62,7 @@ def _launched(config: Any, spec: CellSpec, db: Path, workers: int, launcher: str
 
     run_id = new_run_id()
     job = make_job(workers, db=db, run_id=run_id, config=config, progress=False, threads_setting=config.threads,
-                   experiment=spec.experiment, cell=spec.cell)
+                   experiment=spec.experiment, cell=spec.cell, on_this_machine=ray_address is None)
     status, error = launch(job, workers, launcher, ray_address)
     return {"run_id": run_id, "status": status, "error": None if status == "finished" else error}
 

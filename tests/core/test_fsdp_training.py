@@ -11,45 +11,27 @@ nothing to do (1 row).
 
 from __future__ import annotations
 
-import copy
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from test_parallel_training import PAD, VOCAB, close, rows
+from test_parallel_training import backend as tiny_backend
+from test_parallel_training import close, rows
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from mirage.core.config.presets import TINY
 from mirage.core.parallel.world import World, current_world
-from mirage.core.run.validate import build_config
 from mirage.plugins.backend_local.backend import LocalBackend
-from mirage.plugins.backend_local.options import LocalOptions
 from mirage.plugins.verl_algorithms.loss import ClippedPolicyLoss
 
 RTOL = 1e-10
 
 
 def backend(world: World, critic: bool = False) -> LocalBackend:
-    data = copy.deepcopy(TINY)
-    data["env"] = {"name": "frozenlake"}
-    data["model"]["parallel"] = "fsdp"
-    data["algorithm"] = {"name": "ppo" if critic else "grpo", "micro_batch_size": 2, "kl_coef": 0.05, "entropy_coef": 0.01,
-                         "lr": 1e-2}
-    policy = LocalBackend(build_config(data), LocalOptions())
+    policy = tiny_backend(critic, parallel="fsdp")  # a replicated critic: gradients summed as under ddp
     policy.world = world
-    torch.manual_seed(0)
-    policy.model = Qwen2ForCausalLM(Qwen2Config(
-        vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=2, max_position_embeddings=64, pad_token_id=PAD, eos_token_id=1)).double()
-    policy.tokenizer = SimpleNamespace(pad_token_id=PAD, eos_token_id=1)
-    policy.optimizer = torch.optim.AdamW(policy.model.parameters(), lr=1e-2, weight_decay=0.0)
-    if critic:
-        policy.init_critic(1e-2)  # replicated, not sharded: its gradients are summed as under ddp
     return policy
 
 

@@ -37,10 +37,12 @@ VOCAB, PAD = 40, 0
 ROWS = 7  # micro-batches of 2 (2 + 2 on two ranks) or 3 (3 + 3, then 1: 2 + 1 micro-batches)
 
 
-def backend(critic: bool, micro: int = 2) -> LocalBackend:
+def backend(critic: bool, micro: int = 2, parallel: str = "ddp") -> LocalBackend:
+    """A local backend over a seeded tiny float64 policy (no warm start), grpo or ppo."""
     data = {"env": {"name": "frozenlake"}, **copy.deepcopy(TINY)}
+    data["model"] = {**data["model"], "parallel": parallel}
     data["algorithm"] = {"name": "ppo" if critic else "grpo", "micro_batch_size": micro, "kl_coef": 0.05,
-                         "entropy_coef": 0.01}
+                         "entropy_coef": 0.01, "lr": 1e-2}
     config = build_config(data)
     policy = LocalBackend(config, LocalOptions())
     torch.manual_seed(0)

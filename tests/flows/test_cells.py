@@ -75,7 +75,7 @@ def test_cells_on_several_workers_need_data_parallel_configs():
                        preset="tiny")
     check_cell_workers(1, cells)
     with pytest.raises(ConfigError, match=r"cell_workers 2 runs each cell data-parallel, which needs "
-                                          r"model.parallel: ddp \(--set model.parallel=ddp\)"):
+                                          r"model.parallel: ddp or fsdp \(--set model.parallel=ddp\)"):
         check_cell_workers(2, cells)
     check_cell_workers(2, plan_cells("stochasticity", REPO / "registry.yaml", grid={"env.options.slip": [0.0]},
                                      seeds=[0], preset="tiny", settings={"model.parallel": "ddp"}))

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from mirage.core.parallel.world import World
 from mirage.core.config.options import NoOptions
 from mirage.core.config.run_config import RunConfig
 from mirage.core.plugin_api.manager import build_plugins
@@ -56,6 +57,9 @@ class TableBackend:
         ids, mask = self._mask(responses)
         rows = torch.tensor([len(c) % 4 for c in contexts])
         return self.value_table[rows, : ids.size(1)] * mask
+
+    def sync_weights(self):  # generation and training share the table
+        pass
 
     def optimizer_step(self, max_grad_norm):
         self.policy_grads.append(self.logits.grad.clone())
@@ -289,7 +293,7 @@ def test_dynamic_sampling_drops_uniform_groups_and_refills_from_extra_rounds():
         [[1.0, 1.0], [0.0, 0.0]],  # round 1: nothing with signal
         [[0.0, 1.0], [1.0, 0.0]],  # round 2: two groups with signal, one is needed
     ])
-    run = SimpleNamespace(backend=backend, hook=rollout, step=1, plugins=build_plugins())
+    run = SimpleNamespace(backend=backend, hook=rollout, step=1, plugins=build_plugins(), world=World())
     algo = DAPO(config("dapo", extra_rollout_rounds=5), NoOptions())
     groups, metrics = algo.training_groups(run, batch)
     assert metrics == {"update/extra_rollout_rounds": 2.0, "update/dropped_groups": 3.0}
@@ -306,7 +310,7 @@ def test_dynamic_sampling_stops_after_the_extra_round_budget():
         for t in group.trajectories:
             t.turns = [turn(1, [1], 1.0, 0.0)]
     rollout = ScriptedRollout([[[1.0, 1.0], [1.0, 1.0]]] * 3)
-    run = SimpleNamespace(backend=TableBackend(), hook=rollout, step=1, plugins=build_plugins())
+    run = SimpleNamespace(backend=TableBackend(), hook=rollout, step=1, plugins=build_plugins(), world=World())
     metrics = DAPO(config("dapo", extra_rollout_rounds=2), NoOptions()).update(run, batch)
     assert metrics["update/extra_rollout_rounds"] == 2.0
     assert metrics["update/dropped_groups"] == 6.0

@@ -47,6 +47,7 @@ def launched(config: RunConfig | None, db: Path, *, nproc: int, launcher: str | 
     backend = plugins.registries.backends.get(config.model.backend)
     job = make_job(nproc, db=db, run_id=run_id, config=None if resume else config, resume=bool(resume),
                    extend_to=extend_to, name=name, tags=tags, note=note, progress=progress,
-                   threads_setting=config.threads, devices_per_rank=backend.devices_per_rank(config))
+                   threads_setting=config.threads, devices_per_rank=backend.devices_per_rank(config),
+                   on_this_machine=ray_address is None)
     status, error = launch(job, nproc, launcher or "torchrun", ray_address)
     return run_id, status, error

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mirage.core.config.nested import MISSING, lookup
-from mirage.core.config.run_config import hash_against
+from mirage.core.config.run_config import RunConfig, hash_against
 
 
 # old path -> (new path, default before the move). Stored configs list every field, so an
@@ -124,7 +124,20 @@ def _hashed_layout(data: dict[str, Any]) -> dict[str, Any]:
         if value is not MISSING:
             _put(data, old, value)
         _drop_if_new_and_empty(data, new.rpartition(".")[0])
+    _drop_later_defaults(data, HASH_BASIS, RunConfig().model_dump(mode="json"))
     return data
+
+
+def _drop_later_defaults(data: dict[str, Any], basis: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """Remove the settings added after the hashes were defined (absent from the basis)
+    while at today's default (``model.parallel: none``, say): a stored config read into
+    today's layout carries them, and they were no setting when its hash was made."""
+    for key in list(data):
+        if key not in basis:
+            if key in defaults and data[key] == defaults[key]:
+                del data[key]
+        elif isinstance(data[key], dict) and isinstance(basis[key], dict) and isinstance(defaults.get(key), dict):
+            _drop_later_defaults(data[key], basis[key], defaults[key])
 
 
 def _drop_if_new_and_empty(data: dict[str, Any], path: str) -> None:

@@ -253,13 +253,13 @@ class ModelConfig(_Section):
         "else cpu; cuda refuses to start without one. The warm start trains on the CPU",
     )
     parallel: Literal["none", "ddp", "fsdp"] = Field(
-        "none", description="ddp: data-parallel across the processes core run --nproc N (or "
-        "--launcher ray) starts: each batch's sampling, scoring and update are split between "
-        "them and their gradients summed, and every trajectory samples from its own random "
-        "stream, so the run is the same for any number of processes (docs/scaling.md); fsdp: "
-        "the same, with the update on weights, gradients and optimizer state sharded over the "
-        "processes by torch's FSDP2 (local backend; sampling and scoring on a full copy); none: "
-        "one process, sampling from one stream per step",
+        "none", description="ddp: data-parallel over the processes the run is launched on (core "
+        "run's nproc and launcher options): each batch's sampling, scoring and update are split "
+        "between them and their gradients summed, and every trajectory samples from its own "
+        "random stream, so the run is the same for any number of processes (docs/scaling.md); "
+        "fsdp: the same, with the update's weights, gradients and optimizer state sharded over "
+        "the processes by torch's FSDP2 (local backend; sampling and scoring on a full copy); "
+        "none: one process, sampling from one stream per step",
     )
 
 

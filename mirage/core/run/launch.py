@@ -66,15 +66,18 @@ class Job:
 def make_job(nproc: int, *, db: Path, run_id: str, config: RunConfig | None, resume: bool = False,
              extend_to: int | None = None, name: str | None = None, tags: tuple[str, ...] = (),
              note: str | None = None, progress: bool = True, threads_setting: int | str = "auto",
-             devices_per_rank: int = 1, experiment: str | None = None, cell: str | None = None) -> Job:
-    """The job of ``nproc`` processes on this machine. With ``threads: auto`` each rank
-    gets its share of the cores this process would use (``MIRAGE_THREADS``), so N ranks
-    do not each start as many threads as the machine has. On GPUs each local rank gets
-    ``devices_per_rank`` of them; ConfigError when there are too few."""
+             devices_per_rank: int = 1, experiment: str | None = None, cell: str | None = None,
+             on_this_machine: bool = True) -> Job:
+    """The job of ``nproc`` processes, on this machine unless ``on_this_machine`` is False
+    (a Ray cluster, which places them and their GPUs itself). On this machine, with
+    ``threads: auto``, each rank gets its share of the cores this process would use
+    (``MIRAGE_THREADS``), so N ranks do not each start as many threads as the machine has;
+    on GPUs each local rank gets ``devices_per_rank`` of them; ConfigError when there are
+    too few."""
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
-    if threads_setting == "auto" and "MIRAGE_THREADS" not in env:
+    if on_this_machine and threads_setting == "auto" and "MIRAGE_THREADS" not in env:
         env["MIRAGE_THREADS"] = str(max(1, threads.choose("auto").count // nproc))
-    gpus = visible_gpus()
+    gpus = visible_gpus() if on_this_machine else ()
     if gpus and nproc * devices_per_rank > len(gpus):
         raise ConfigError(f"--nproc {nproc} with {devices_per_rank} GPU(s) per process needs "
                           f"{nproc * devices_per_rank} GPUs; this machine shows {len(gpus)}")

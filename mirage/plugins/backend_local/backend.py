@@ -181,7 +181,7 @@ class LocalBackend(Backend):
         resp_mask = (offsets[None, :] < torch.tensor([len(r) for r in responses], device=self.device)[:, None])
         return ids, mask, positions, resp_mask
 
-    def _per_token(self, model, contexts, responses) -> PolicyOutput:
+    def per_token(self, model, contexts, responses) -> PolicyOutput:
         """Teacher-forced log-probs and entropies of ``responses`` after ``contexts``."""
         ids, mask, positions, resp_mask = self._pack(contexts, responses)
         width = ids.size(1)
@@ -196,7 +196,7 @@ class LocalBackend(Backend):
     def score(self, contexts, responses) -> PolicyOutput:
         self.model.eval()
         parts = [
-            self._per_token(self.model, contexts[i : i + SCORE_CHUNK], responses[i : i + SCORE_CHUNK])
+            self.per_token(self.model, contexts[i : i + SCORE_CHUNK], responses[i : i + SCORE_CHUNK])
             for i in range(0, len(contexts), SCORE_CHUNK)
         ]
         return _concat(parts)
@@ -282,13 +282,13 @@ class LocalBackend(Backend):
 
     def forward(self, contexts, responses) -> PolicyOutput:
         self.model.train()
-        return self._per_token(self.model, contexts, responses)
+        return self.per_token(self.model, contexts, responses)
 
     @torch.no_grad()
     def reference_logprobs(self, contexts, responses) -> torch.Tensor:
         if self._reference is None:
             raise RuntimeError("no reference policy: call freeze_reference() first")
-        return self._per_token(self._reference, contexts, responses).logprobs
+        return self.per_token(self._reference, contexts, responses).logprobs
 
     def has_reference(self) -> bool:
         return self._reference is not None

@@ -127,7 +127,7 @@ def train_step(backend: Any, policy: ShardedPolicy, rows: Sequence[Row],
         if index < len(mine):
             micro = mine[index]
             contexts, responses = [r.turn.context_ids for r in micro], [r.turn.response_ids for r in micro]
-            out = backend._per_token(policy.module, contexts, responses)
+            out = backend.per_token(policy.module, contexts, responses)
             reference = backend.reference_logprobs(contexts, responses) if recipe.needs_reference else None
             share = len(micro) / len(rows)
             terms, stats = recipe.policy_terms(out, micro, reference, share)
@@ -143,7 +143,7 @@ def train_step(backend: Any, policy: ShardedPolicy, rows: Sequence[Row],
                 totals[f"update/{name}"] = totals.get(f"update/{name}", 0.0) + value
         else:  # the same all-gathers and reduce-scatters as a real one, adding zeros
             first = rows[0].turn
-            loss = 0.0 * backend._per_token(policy.module, [first.context_ids], [first.response_ids]).logprobs.sum()
+            loss = 0.0 * backend.per_token(policy.module, [first.context_ids], [first.response_ids]).logprobs.sum()
         loss.backward()
     if critic:
         world.sum_gradients(backend.critic_parameters())
