@@ -158,7 +158,10 @@ def mirage_rollout(run: RunSession, batch: Batch) -> Batch | None:
 
     Receives a batch whose groups carry their seeds and empty trajectories; returns the
     same batch with trajectories filled (turns, rewards, token ids). First non-None
-    result wins. Called once per iteration, and for validation.
+    result wins. Called once per iteration, and for validation. In a data-parallel run
+    each process receives its share of the groups (``batch.sampling_seed`` set: sample
+    each turn with ``seeds=[batch.row_seed(trajectory, turn)]`` so the run does not
+    depend on the share; docs/scaling.md).
     """
 
 
@@ -173,7 +176,8 @@ def mirage_score(
 
     Receives token-id lists of equal count; returns, per pair, the log-prob of every
     response token under the current policy (no gradient). First non-None result wins.
-    Called after rollout (old log-probs).
+    Called after rollout (old log-probs); in a data-parallel run each process scores its
+    share of the pairs.
     """
 
 
@@ -186,7 +190,8 @@ def mirage_cross_score(
     Receives C distinct contexts and R responses (token ids); returns a
     :class:`mirage.core.rl.backend.CrossScores` of ``[R, C]`` summed log-probs and summed
     entropies under the current policy (no gradient). First non-None result wins. The
-    default reuses each context's key/value cache. Called by the ``mi`` diagnostic.
+    default reuses each context's key/value cache. Called by the ``mi`` diagnostic; in a
+    data-parallel run each process scores its share of the responses.
     """
 
 
