@@ -174,10 +174,3 @@ def test_fsdp_runs_equal_one_process_and_resume_on_any_number_of_processes(cli, 
     sharded = run("fsdp", "fsdp", [(2, 2), (4, 1), (6, 2)])
     assert_same_metrics(stored_metrics(sharded), stored_metrics(one))
     assert all(name.split(":")[1] != "update/grad_norm" or value > 0 for name, value in stored_metrics(one).items())
-
-
-def test_the_command_line_names_the_launchers_launch_knows():
-    from mirage.core.cli.launched_run import LAUNCHERS as CHECKED
-    from mirage.core.run.launch import LAUNCHERS
-
-    assert CHECKED == LAUNCHERS

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from mirage.core.config.run_config import RunConfig
 from mirage.core.errors import ConfigError
-
-LAUNCHERS = ("torchrun", "ray")  # mirage/core/run/launch.py's (not imported: it brings torch)
+from mirage.core.run.launch import LAUNCHERS
 
 
 def launch_problem(config: RunConfig, nproc: int, launcher: str | None) -> str | None:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -165,19 +166,13 @@ class World:
         spent, self.communication = self.communication, 0.0
         return spent
 
-    def _timed(self) -> "_Clock":
-        return _Clock(self)
-
-
-class _Clock:
-    def __init__(self, world: World):
-        self.world = world
-
-    def __enter__(self) -> None:
-        self.mark = time.perf_counter()
-
-    def __exit__(self, *exc: object) -> None:
-        self.world.communication += time.perf_counter() - self.mark
+    @contextmanager
+    def _timed(self) -> Iterator[None]:
+        mark = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.communication += time.perf_counter() - mark
 
 
 SINGLE = World()

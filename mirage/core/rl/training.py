@@ -115,20 +115,11 @@ def train_step(backend: InProcessPolicy, rows: Sequence[Row], recipe: LossRecipe
     if recipe.needs_reference and not backend.has_reference():
         backend.freeze_reference()
     for micro in my_micro_batches(world, rows, recipe.micro_batch_size):
-        share = len(micro) / len(rows)
-        out = backend.forward(*_ids(micro))
-        terms, stats = recipe.policy_terms(out, micro, _reference(backend, recipe, micro), share)
-        loss = None
-        for term in terms.values():
-            loss = term if loss is None else loss + term
-        loss.backward()
-        if critic:
-            value_loss, critic_stats = recipe.critic_terms(backend.values(*_ids(micro)), out, micro,
-                                                           tokens, share)
-            value_loss.backward()
-            stats = stats | critic_stats
-        for name, value in stats.items():
-            totals[f"update/{name}"] = totals.get(f"update/{name}", 0.0) + value
+        losses, stats = micro_batch_losses(backend, recipe, micro, backend.forward(*_ids(micro)),
+                                           len(rows), tokens, critic)
+        for loss in losses:
+            loss.backward()
+        add_stats(totals, stats)
     if world.distributed:
         world.sum_gradients(backend.policy_parameters())
         if critic:
@@ -138,6 +129,30 @@ def train_step(backend: InProcessPolicy, rows: Sequence[Row], recipe: LossRecipe
     if critic:
         totals["update/critic_grad_norm"] = backend.critic_step(recipe.max_grad_norm)
     return totals
+
+
+def micro_batch_losses(backend: InProcessPolicy, recipe: LossRecipe, micro: Sequence[Row], out: "PolicyOutput",
+                       rows: int, tokens: int, critic: bool) -> tuple[list[torch.Tensor], dict[str, float]]:
+    """The losses to backpropagate for micro-batch ``micro`` of a step over ``rows`` rows
+    and ``tokens`` response tokens, given the policy's outputs ``out`` on it: the recipe's
+    terms summed, then (``critic``) the value loss; and their stats."""
+    share = len(micro) / rows
+    terms, stats = recipe.policy_terms(out, micro, _reference(backend, recipe, micro), share)
+    loss = None
+    for term in terms.values():
+        loss = term if loss is None else loss + term
+    losses = [loss]
+    if critic:
+        value_loss, critic_stats = recipe.critic_terms(backend.values(*_ids(micro)), out, micro, tokens, share)
+        losses.append(value_loss)
+        stats = stats | critic_stats
+    return losses, stats
+
+
+def add_stats(totals: dict[str, float], stats: dict[str, float]) -> None:
+    """Add a micro-batch's ``stats`` to the step's ``totals``, under ``update/``."""
+    for name, value in stats.items():
+        totals[f"update/{name}"] = totals.get(f"update/{name}", 0.0) + value
 
 
 def _world(backend: InProcessPolicy) -> World:

@@ -34,7 +34,7 @@ from mirage.core.parallel.world import current_world
 from mirage.core.run import threads
 from mirage.core.store.run_store import RunStore
 
-LAUNCHERS = ("torchrun", "ray")  # core run's --launcher checks against its copy (cli/launched_run.py)
+LAUNCHERS = ("torchrun", "ray")
 # A collective waits this long for the slowest rank: the main rank's warm start (minutes)
 # comes before the first one the others wait in.
 COLLECTIVE_TIMEOUT = datetime.timedelta(hours=3)

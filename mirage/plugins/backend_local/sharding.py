@@ -43,7 +43,7 @@ from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor
 
 from mirage.core.parallel.world import World
-from mirage.core.rl.training import LossRecipe, Row, my_micro_batches
+from mirage.core.rl.training import LossRecipe, Row, add_stats, micro_batch_losses, my_micro_batches
 
 FULL = StateDictOptions(full_state_dict=True)  # every rank gets every tensor
 FULL_ON_MAIN = StateDictOptions(full_state_dict=True, cpu_offload=True)  # rank 0 only, on the CPU
@@ -126,25 +126,15 @@ def train_step(backend: Any, policy: ShardedPolicy, rows: Sequence[Row],
     for index in range(micro_batch_count(world, len(rows), recipe.micro_batch_size)):
         if index < len(mine):
             micro = mine[index]
-            contexts, responses = [r.turn.context_ids for r in micro], [r.turn.response_ids for r in micro]
-            out = backend.per_token(policy.module, contexts, responses)
-            reference = backend.reference_logprobs(contexts, responses) if recipe.needs_reference else None
-            share = len(micro) / len(rows)
-            terms, stats = recipe.policy_terms(out, micro, reference, share)
-            loss = None
-            for term in terms.values():
-                loss = term if loss is None else loss + term
-            if critic:
-                value_loss, critic_stats = recipe.critic_terms(backend.values(contexts, responses), out, micro,
-                                                               tokens, share)
-                loss = loss + value_loss  # separate parameters: one backward serves both
-                stats = stats | critic_stats
-            for name, value in stats.items():
-                totals[f"update/{name}"] = totals.get(f"update/{name}", 0.0) + value
+            out = backend.per_token(policy.module, [r.turn.context_ids for r in micro],
+                                    [r.turn.response_ids for r in micro])
+            losses, stats = micro_batch_losses(backend, recipe, micro, out, len(rows), tokens, critic)
+            add_stats(totals, stats)
         else:  # the same all-gathers and reduce-scatters as a real one, adding zeros
             first = rows[0].turn
-            loss = 0.0 * backend.per_token(policy.module, [first.context_ids], [first.response_ids]).logprobs.sum()
-        loss.backward()
+            losses = [0.0 * backend.per_token(policy.module, [first.context_ids], [first.response_ids]).logprobs.sum()]
+        for loss in losses:
+            loss.backward()
     if critic:
         world.sum_gradients(backend.critic_parameters())
     totals = world.sum_floats(totals)
