@@ -40,6 +40,11 @@ _TEMPLATES = [
     "From row {r} col {c} the goal at row {gr} col {gc} is {steps} steps away .",
     "A hole is {hole_dir} ; I am at row {r} col {c} , the goal at row {gr} col {gc} .",
 ]
+# With the neighbour line hidden (options.neighbours false) the reasoning reads it out.
+_LOOK_TEMPLATES = [
+    "{look} The goal is {goal_dir} .",
+    "{look} I am at row {r} col {c} .",
+]
 _GENERIC = [
     "Let me move toward the goal .",
     "Avoid the holes and head for the goal .",
@@ -47,6 +52,19 @@ _GENERIC = [
     "Think before every step .",
     "Stay away from the holes .",
     "The goal cannot be far .",
+]
+# generic_style "grammar": 4,416 input-agnostic sentences, none naming a move.
+_GRAMMAR = [
+    [["I", "I will", "I should", "Let me", "Now I", "Next I", "I must", "Time to"],
+     ["move", "head", "walk", "step", "go", "slide", "travel", "keep going"],
+     ["carefully", "slowly", "safely", "calmly", "steadily", "with care", "without hurry", "bit by bit"],
+     ["toward the goal", "across the ice", "past the holes", "along a safe path",
+      "over the frozen lake", "to the far side", "on solid ice", "around the danger"], ["."]],
+    [["the ice is slippery", "holes are dangerous", "the goal is waiting", "every step counts",
+      "the lake is cold", "patience pays off", "a slip could hurt", "the path is long"],
+     [";", "so", "and", "but", "; therefore"],
+     ["I stay focused", "I think ahead", "I keep calm", "I plan each step", "I watch my feet",
+      "I avoid mistakes", "I trust the plan", "I take my time"], ["."]],
 ]
 
 
@@ -56,6 +74,13 @@ class FrozenLakeOptions(GridOptions):
     size: int = Field(4, ge=2)
     hole_prob: float = Field(0.2, ge=0, lt=1)
     slip: float = Field(0.0, ge=0, le=1)
+    # Issue #32's lever (d): without the line, what lies one step away must be read from
+    # the grid, and the demonstrations read it out in their reasoning before they move,
+    # so reasoning that stops depending on the input costs success.
+    neighbours: bool = Field(
+        True, description="show what lies one step away in each direction (the prompt's last "
+        "line); without it the demonstrated reasoning names those cells instead"
+    )
 
 
 class FrozenLake(Environment):
@@ -148,7 +173,8 @@ class FrozenLake(Environment):
         """The grid (one row per line, cells separated by spaces), the coordinates, and
         what lies one step away in each direction (a tiny policy cannot be expected to
         find the cell below it in a flattened grid; with this line, avoiding a hole is
-        a decision RL can learn within tens of iterations)."""
+        a decision RL can learn within tens of iterations) unless ``options.neighbours``
+        is false."""
         lines = []
         for r in range(self.height):
             row = []
@@ -160,7 +186,8 @@ class FrozenLake(Environment):
         pr, pc = self.player
         gr, gc = self.goal
         lines.append(f"Player at row {pr} col {pc} . Goal at row {gr} col {gc} .")
-        lines.append(neighbour_line(self._describe))
+        if self.options.neighbours:
+            lines.append(neighbour_line(self._describe))
         return "\n".join(lines)
 
     def _describe(self, action: str) -> str:
@@ -202,7 +229,12 @@ class FrozenLake(Environment):
 
 
 class _Demo(PersonaDemonstrator):
-    templates, generic_templates = _TEMPLATES, _GENERIC
+    templates, generic_templates, generic_grammar = _TEMPLATES, _GENERIC, _GRAMMAR
+
+    def __init__(self, env, rng: random.Random, persona: str | None):
+        super().__init__(env, rng, persona)
+        if not env.options.neighbours:  # the reasoning reads out the hidden line
+            self.templates = _LOOK_TEMPLATES
 
     def turn_actions(self, plan: list[str]) -> list[str]:
         """Both personas stop before a second move into a hole: the observation shows only
@@ -218,7 +250,8 @@ class _Demo(PersonaDemonstrator):
         env = self.env
         (r, c), (gr, gc) = env.player, env.goal
         facts = dict(r=str(r), c=str(c), gr=str(gr), gc=str(gc),
-                     goal_dir=relative(gr - r, gc - c), steps=str(len(plan)))
+                     goal_dir=relative(gr - r, gc - c), steps=str(len(plan)),
+                     look=neighbour_line(env._describe))
         if self.persona == "careful":  # the careless persona does not look at holes
             near = [a for a in ACTIONS if env._moved(env.player, a) in env.holes]
             if near:

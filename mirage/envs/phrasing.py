@@ -11,7 +11,7 @@ import random
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from string import Formatter
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from pydantic import Field
 
@@ -54,6 +54,15 @@ class GridOptions(PersonaOptions):
     generic_share: float = Field(
         0.08, ge=0, le=1, description="share of demonstrated turns whose reasoning is a generic, "
         "input-agnostic sentence instead of a description of the state"
+    )
+    # A handful of fixed sentences is a weak attractor (each about 1% of the turns). The
+    # grammar makes generic reasoning a large, high-entropy set (thousands of sentences,
+    # about 1 nat a word against about 0.1 for the state templates), so an entropy bonus
+    # held near the warm start by a KL anchor can find valid, input-agnostic reasoning
+    # (issue #32, docs/reproduction.md).
+    generic_style: Literal["sentences", "grammar"] = Field(
+        "sentences", description="what a generic turn says: one of the environment's few fixed "
+        "sentences, or a sentence drawn from its combinatorial generic grammar"
     )
 
 
@@ -159,6 +168,24 @@ def phrase(rng: random.Random, templates: list[str], **facts: str) -> str:
     return " ".join(text.split())
 
 
+def compose(rng: random.Random, grammar: list[list[list[str]]]) -> str:
+    """A sentence from ``grammar``: a random pattern (a list of slots), one random
+    alternative per slot, joined by spaces."""
+    pattern = rng.choice(grammar)
+    return " ".join(" ".join(rng.choice(slot) for slot in pattern).split())
+
+
+def grammar_size(grammar: list[list[list[str]]]) -> int:
+    """How many sentences ``grammar`` can say (patterns are assumed not to overlap)."""
+    total = 0
+    for pattern in grammar:
+        count = 1
+        for slot in pattern:
+            count *= len(slot)
+        total += count
+    return total
+
+
 def _fields(template: str) -> set[str]:
     return {name for _, name, _, _ in Formatter().parse(template) if name}
 
@@ -169,12 +196,14 @@ class PersonaDemonstrator:
 
     The reasoning describes the state and the plan, never the actions taken: with
     probability ``options.generic_share`` one of ``generic_templates`` (boilerplate that
-    fits any input), otherwise one of ``templates`` filled with the subclass's ``facts``.
+    fits any input; with ``options.generic_style`` "grammar", a sentence composed from
+    ``generic_grammar`` instead), otherwise one of ``templates`` filled with the subclass's ``facts``.
     So reasoning can lose its input dependence while the actions still work.
     """
 
     templates: list[str] = []
     generic_templates: list[str] = []
+    generic_grammar: list[list[list[str]]] = []  # patterns of slots of alternatives (compose)
 
     def __init__(self, env, rng: random.Random, persona: str | None):
         self.env, self.rng = env, rng
@@ -189,6 +218,8 @@ class PersonaDemonstrator:
     def reasoning(self, plan: list[str]) -> str:
         """One turn's reasoning for the current state (draws from ``self.rng``)."""
         if self.rng.random() < self.env.options.generic_share:
+            if self.env.options.generic_style == "grammar":
+                return compose(self.rng, self.generic_grammar)
             return phrase(self.rng, self.generic_templates)
         return phrase(self.rng, self.templates, **self.facts(plan))
 

@@ -54,6 +54,19 @@ _GENERIC = [
     "One careful move at a time .",
     "Let me plan the pushes first .",
 ]
+# generic_style "grammar": 4,416 input-agnostic sentences, none naming a move.
+_GRAMMAR = [
+    [["I", "I will", "I should", "Let me", "Now I", "Next I", "I must", "Time to"],
+     ["push", "shift", "walk", "step", "go", "work", "move", "keep going"],
+     ["carefully", "slowly", "safely", "calmly", "steadily", "with care", "without hurry", "bit by bit"],
+     ["toward the target", "around the walls", "past the corners", "along a clear path",
+      "through the room", "to the far side", "behind the box", "around the danger"], ["."]],
+    [["boxes are heavy", "corners are traps", "the target is waiting", "every push counts",
+      "walls are hard", "patience pays off", "a stuck box is lost", "the room is small"],
+     [";", "so", "and", "but", "; therefore"],
+     ["I stay focused", "I think ahead", "I keep calm", "I plan each push", "I watch the walls",
+      "I avoid mistakes", "I trust the plan", "I take my time"], ["."]],
+]
 
 
 class SokobanOptions(GridOptions):
@@ -289,7 +302,7 @@ def _offset(origin: Cell, cell: Cell) -> str:
 
 
 class _Demo(PersonaDemonstrator):
-    templates, generic_templates = _TEMPLATES, _GENERIC
+    templates, generic_templates, generic_grammar = _TEMPLATES, _GENERIC, _GRAMMAR
 
     def facts(self, plan: list[str]) -> dict[str, str]:
         (pr, pc), ((br, bc), (tr, tc)) = self.env.player, self.env._focus()
