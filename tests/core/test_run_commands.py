@@ -100,9 +100,23 @@ def test_show_prints_labels_record_config_last_metrics_and_events(cli, store):
                  "python: 3.11.7", "torch: '2.13'", "rho: 0.9", "val/success: 0.25",
                  f"step 1 note: event of {IDS[0]}"):
         assert text in out, text
+    assert "regime   not measured" in out  # no MI checks stored
     shown = json.loads(ok(cli, "show", SECOND, "--json", "--db", store))
-    assert shown["run_id"] == IDS[1] and shown["error"] == "boom"
+    assert shown["run_id"] == IDS[1] and shown["error"] == "boom" and shown["regimes"] == []
     assert shown["last_metrics"] == {"train/return": 1.0, "val/success": 0.5}
+
+
+def test_show_names_the_reasoning_regime_of_each_check(cli, store):
+    runs = RunStore(store)
+    for step, retrieval in ((0, 0.9), (1, 0.15)):
+        runs.record_step(IDS[0], step, {"mi/first_turn/retrieval_acc": retrieval, "mi/first_turn/h_cond": 1.0,
+                                        "mi/first_turn/retrieval_chance": 0.125,
+                                        "mi/first_turn/format_valid": 1.0})
+    out = ok(cli, "show", "base", "--db", store)
+    assert "regime   diverse from step 0, template collapse from step 1" in out
+    assert "template collapse = retrieval <= chance + 0.1" in out
+    shown = json.loads(ok(cli, "show", "base", "--json", "--db", store))
+    assert [c["regime"] for c in shown["regimes"]] == ["diverse", "template collapse"]
 
 
 def test_tag_untag_note_and_rename_change_the_labels(cli, store):

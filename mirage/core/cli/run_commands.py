@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Optional
@@ -13,6 +14,7 @@ from typing import Any, Optional
 import typer
 import yaml
 
+from mirage.core.analysis import signature
 from mirage.core.cli.common import DB_HELP, check_readable_store, fail, store_path
 from mirage.core.config.nested import MISSING
 from mirage.core.config.overrides import parse_value, split_pair
@@ -95,8 +97,10 @@ def show(run: str = _RUN, as_json: bool = typer.Option(False, "--json", help="pr
     names = sorted({name for _, name, _ in store.metrics(run_id)})
     last = store.final_metrics(run_id, names)
     events = store.events(run_id)
+    regimes = signature.run_checks(store, run_id)
     if as_json:
-        typer.echo(json.dumps(_jsonable(row) | {"last_metrics": last, "events": events},
+        typer.echo(json.dumps(_jsonable(row) | {"last_metrics": last, "events": events,
+                                                "regimes": [asdict(c) for c in regimes]},
                               indent=1, default=str))
         return
     status = effective_status(row)
@@ -116,6 +120,9 @@ def show(run: str = _RUN, as_json: bool = typer.Option(False, "--json", help="pr
         lines.append(f"{title}:")
         text = yaml.safe_dump(body, sort_keys=True, default_flow_style=False) if isinstance(body, dict) else f"{body}\n"
         lines += ["  " + line for line in text.rstrip("\n").splitlines()]
+    lines.append(f"regime   {signature.describe(regimes)}")
+    if regimes:
+        lines.append(f"         ({signature.rule()})")
     lines.append("events:")
     lines += [f"  step {e['step']} {e['kind']}: {e['message']}" for e in events]
     typer.echo("\n".join(lines))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from mirage.core.analysis import signature
 from mirage.core.store.run_store import RunStore
 
 # (metric, label): shown as first -> last value where the run recorded it
@@ -31,6 +32,9 @@ def summary_lines(store: RunStore, run_id: str) -> list[str]:
             (first, _, start), (last, _, end) = values[0], values[-1]
             lines.append(f"{label}: {start:.3f} (step {first}) -> {end:.3f} (step {last})"
                          + _chance(store, run_id, name))
+    regimes = signature.run_checks(store, run_id)
+    if regimes:
+        lines.append(f"reasoning regime: {signature.describe(regimes)} (`core show` states the rule)")
     kept = [value for _, _, value in store.metrics(run_id, "filter/kept_ratio")]
     if kept:
         lines.append(f"groups kept by the filter: {sum(kept) / len(kept):.2f} on average "
