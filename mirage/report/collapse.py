@@ -1,6 +1,9 @@
-"""The collapse study's section: runs of the registry experiment ``collapse`` (no filter
-against top-p, seeds paired), their curves over training per seed and a paired table of
-endpoint differences. Until such runs are exported the section is one line."""
+"""The section of the registry experiment ``collapse`` (no filter against top-p, seeds
+paired): what it provoked was degeneration (the reasoning stops parsing), not template
+collapse, and the section is named for that. Its curves per seed, a paired table of
+endpoint differences and of the iteration of degeneration, each run's regime signature,
+and the regulariser's share of the gradient per reward-variance bucket at checks before
+any run's format broke. Until such runs are exported the section is one line."""
 
 from __future__ import annotations
 
@@ -8,16 +11,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from mirage.core.analysis import signature as sig
 from mirage.report import figures, regime
 from mirage.report.figures import TITLES
-from mirage.report.findings import CHANCE, H_COND, RETRIEVAL, SUCCESS, Finding
+from mirage.report.findings import Finding
+from mirage.report.names import CHANCE, H_COND, RETRIEVAL, SUCCESS
 from mirage.report.paired import paired
-from mirage.report.results import COLLAPSE, Study
+from mirage.report.results import CALIBRATION, COLLAPSE, GRADIENTS, Study
 from mirage.report.summary import by_seed, endpoint, markdown_table
 from mirage.report.verdicts import Check
 
 KEY = "collapse study"
-TITLE = f"The collapse study (experiment `{COLLAPSE}`)"
+TITLE = f"Delayed degeneration, not template collapse (experiment `{COLLAPSE}`)"
 ABSENT = (f"The results hold no run of the registry experiment `{COLLAPSE}` yet; this section "
           "fills in once its runs are exported with `core report --from-store`.")
 CURVES = [RETRIEVAL, H_COND, regime.FORMAT, SUCCESS]  # one panel row each; chance is drawn with retrieval
@@ -25,15 +30,22 @@ CURVES = [RETRIEVAL, H_COND, regime.FORMAT, SUCCESS]  # one panel row each; chan
 
 def collapse_study(study: Study, figure_dir: Path) -> Finding | None:
     """The section for ``study``'s runs of experiment ``collapse``; None when it has none."""
-    calibration, study = study.of(regime.CALIBRATION), study.of(COLLAPSE)
+    everything, study = study, study.of(COLLAPSE)
     runs = study.runs[(study.runs["filter"] == "none") | study.runs["filter"].str.startswith("top-p")]
     if runs.empty:
         return None
+    unfiltered = runs[runs["filter"] == "none"]
     finding = Finding(KEY, TITLE,
                       "Reward-variance filtering is the remedy for template collapse: with top-p "
                       "the reasoning keeps depending on the input (first-turn retrieval accuracy "
                       "stays above chance) and success is higher than without a filter (PAPER.md "
-                      "sections 1 and 4, finding 5).")
+                      "sections 1 and 4, finding 5). This experiment was meant to provoke template "
+                      "collapse; what it provoked is degeneration (its signature table below: "
+                      f"{regime.count_regime(study, unfiltered, sig.DEGENERATION)} of {len(unfiltered)} "
+                      "unfiltered runs degenerate, "
+                      f"{regime.count_regime(study, unfiltered, sig.TEMPLATE_COLLAPSE)} reach the "
+                      "template-collapse signature), so its checks test whether top-p delays the "
+                      "degeneration, not the paper's claim.")
     values = {name: endpoint(study, name) for name in (RETRIEVAL, CHANCE, H_COND, SUCCESS)}
     rows = []
     for (env, flt, seed), _ in runs.groupby(["env", "filter", "seed"], sort=True):
@@ -66,26 +78,39 @@ def collapse_study(study: Study, figure_dir: Path) -> Finding | None:
                 + " (no direction predicted: the paper reads collapse in I(X;Z), not in H(Z|X)).")
     finding.conclude()
     finding.tables.insert(0, ("Endpoints per seed", markdown_table(pd.DataFrame(rows))))
-    signatures = pd.DataFrame([{"filter": run.filter, "seed": run.seed} | regime.signature(study, run.run_id)
-                               for run in runs.sort_values(["filter", "seed"]).itertuples()])
     finding.tables.append((
-        f"Per run: the first check where fewer than {regime.DEGENERATE_FORMAT:g} of first-turn "
-        "responses parse (degeneration); the paper's signature, the first check with retrieval "
-        f"within {regime.MARGIN:g} of chance while H(Z|X) is at least {regime.ENTROPY_RATIO:g} x "
-        "its start, and the format validity there; the extremes over the run",
-        markdown_table(signatures)))
-    # The study leaves the gradient decomposition to the calibration runs of its regime
-    # (same settings, one seed), when the study's own runs did not record it.
-    shares = regime.gradient_shares(study, runs)
-    source = "the study's runs"
-    if shares is None:
-        same = calibration.runs[calibration.runs["entropy_coef"].isin(runs["entropy_coef"].unique())]
-        shares, source = regime.gradient_shares(calibration, same), "the calibration runs of this regime"
-    if shares is not None:
-        finding.tables.append((
-            "The regulariser's share of the gradient, ||g_entropy|| / (||g_task|| + ||g_entropy||), "
-            "per reward-std bucket (q1 lowest; all = the whole batch), mean over runs and gradient "
-            f"checks (PAPER.md section 3), from {source}", markdown_table(shares)))
+        f"Per run: the reasoning regimes it entered at its MI checks, each with its first step, and "
+        f"the extremes over the run ({sig.rule()})",
+        markdown_table(regime.signature_table(study, runs, ["filter"]))))
+    for caption, shares in _pre_collapse_shares(everything, runs):
+        finding.tables.append((caption, markdown_table(shares)))
     finding.figure = figures.seed_curves(study, runs, CURVES, figure_dir / "collapse_study_curves.png",
                                          chance=CHANCE)
     return finding
+
+
+def _pre_collapse_shares(everything: Study, runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The regulariser's share per bucket at gradient checks before any run of the regime
+    left the valid format: from the calibration runs of this regime (GRPO) and from
+    experiment collapse_gradients (GRPO and Dr. GRPO, checks every 5 iterations)."""
+    shares = []
+    calibration = everything.of(CALIBRATION)
+    same = calibration.runs[calibration.runs["entropy_coef"].isin(runs["entropy_coef"].unique())]
+    sources = [(calibration, same, ["filter"], f"the calibration runs of this regime (`{CALIBRATION}`)"),
+               (everything.of(GRADIENTS), everything.of(GRADIENTS).runs, ["algorithm", "filter"],
+                f"experiment `{GRADIENTS}` (the first 20 iterations of this regime)")]
+    for study, chosen, by, source in sources:
+        if chosen.empty:
+            continue
+        until = regime.valid_format_until(study, chosen)
+        table = regime.gradient_shares(study, chosen, by=by, before=until)
+        if table is None:
+            continue
+        limit = (f"before step {until}, where a run's format validity first fell below "
+                 f"{sig.FORMAT_VALID:g}" if until is not None else "at every check (no run's format broke)")
+        shares.append((
+            "The regulariser's share of the gradient, ||g_entropy|| / (||g_task|| + ||g_entropy||), "
+            "per reward-std bucket (q1 lowest; all = the whole batch), mean over runs and gradient "
+            f"checks {limit} (PAPER.md section 3), from {source}; checks where a bucket's groups all "
+            "had zero reward variance and no entropy gradient are left out", table))
+    return shares

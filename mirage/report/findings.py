@@ -14,19 +14,15 @@ from pathlib import Path
 import pandas as pd
 
 from mirage.report import figures
+from mirage.core.analysis import signature as sig
+from mirage.report import regime
+from mirage.report.names import CHANCE, ENTROPY, GREEDY, H_COND, LENGTH, RETRIEVAL, SUCCESS
 from mirage.report.paired import paired, spearman_interval
 from mirage.report.results import Study
 from mirage.report.summary import (by_seed, change, endpoint, markdown_table, mean_and_range,
                                    mean_with_spread, over_seeds, seed_range, window_mean)
 from mirage.report.verdicts import NOT_DETECTED, Check, check_row, check_sentence, finding_verdict
 
-SUCCESS = "val/success"  # temperature 0.5, as the paper evaluates
-GREEDY = "val_greedy/success"
-RETRIEVAL = "mi/first_turn/retrieval_acc"
-CHANCE = "mi/first_turn/retrieval_chance"
-ENTROPY = "mi/first_turn/policy_entropy"
-H_COND = "mi/first_turn/h_cond"
-LENGTH = "mi/first_turn/reasoning_tokens"
 
 MAIN_FILTERS = ["none", "top-k 0.5", "top-p 0.9"]
 
@@ -339,6 +335,11 @@ def provoked_collapse(study: Study, figure_dir: Path) -> Finding:
     finding.tables.insert(0, (f"{', '.join(sorted(runs['env'].unique()))}, lr {settings['lr']:g}, entropy "
                               f"coefficient {settings['entropy_coef']:g}: warm start -> endpoint, mean over seeds",
                               markdown_table(pd.DataFrame(rows))))
+    finding.tables.append((f"Per run: the reasoning regimes it entered at its MI checks, each with "
+                           f"its first step, and the extremes over the run ({sig.rule()})",
+                           markdown_table(regime.signature_table(study, runs, ["env", "filter"]))))
+    for caption, samples in regime.collapsed_samples(study, runs):
+        finding.tables.append((caption, markdown_table(samples)))
     finding.figure = figures.training_curves(study, runs, list(runs["filter"].unique()),
                                              [SUCCESS, RETRIEVAL, ENTROPY, LENGTH],
                                              figure_dir / "collapse_curves.png", chance=chance)

@@ -1,88 +1,89 @@
-"""The collapse regime in numbers: the calibration sweep that chose it (every cell it
-tried), the paper's signature per run, and the regulariser's share of the gradient per
-reward-variance bucket (PAPER.md sections 1 and 3)."""
+"""The reasoning regime in the report: per run, the regimes it entered and when
+(mirage/core/analysis/signature.py, the same rule `core show` and the app apply), the
+calibration sweeps cell by cell, and the regulariser's share of the gradient per
+reward-variance bucket at the checks before any run's format broke (PAPER.md section 3)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from mirage.core.config.run_config import CollapseAlarmConfig
-from mirage.report.findings import CHANCE, H_COND, RETRIEVAL, SUCCESS
-from mirage.report.results import CALIBRATION, Study
+from mirage.core.analysis import signature as sig
+from mirage.report.names import FORMAT, H_COND, RETRIEVAL, SUCCESS
+from mirage.report.results import Study
 from mirage.report.summary import endpoint
 
-FORMAT = "mi/first_turn/format_valid"
 BUCKETS = ["q1", "q2", "q3", "q4", "q5", "q6", "all"]
-# The signature as the collapse alarm reads it: retrieval within this margin of chance
-# while H(Z|X) stays at or above this multiple of its starting value.
-MARGIN = CollapseAlarmConfig.model_fields["margin"].default
-ENTROPY_RATIO = CollapseAlarmConfig.model_fields["entropy_ratio"].default
-# Degeneration, as opposed to template collapse: most first-turn responses no longer parse.
-DEGENERATE_FORMAT = 0.5
+# The run labels a calibration table may show; those equal in every cell are left out.
+SETTINGS = {"env_options": "env options", "algorithm": "algorithm", "lr": "lr",
+            "entropy_coef": "entropy coef", "kl_coef": "kl coef", "filter": "filter", "steps": "steps"}
 
 
-def _per_step(study: Study, run_id: str) -> pd.DataFrame:
-    """The run's retrieval, chance, H(Z|X) and format validity, one row per MI check."""
-    rows = study.metrics[(study.metrics["run_id"] == run_id)
-                         & study.metrics["name"].isin([RETRIEVAL, CHANCE, H_COND, FORMAT])]
-    return rows.pivot_table(index="step", columns="name", values="value").sort_index()
+def checks(study: Study, run_id: str) -> list[sig.RegimeCheck]:
+    """The regime at each of the run's first-turn MI checks."""
+    rows = study.metrics[(study.metrics["run_id"] == run_id) & study.metrics["name"].isin(sig.metric_names())]
+    series = {name: dict(zip(part["step"].astype(int), part["value"])) for name, part in rows.groupby("name")}
+    return sig.checks_from_series(series)
 
 
 def signature(study: Study, run_id: str) -> dict:
-    """When (if ever) the run showed the paper's signature, and how its reasoning ended:
-    the first MI check where format validity fell below DEGENERATE_FORMAT (degeneration),
-    the first with retrieval <= chance + MARGIN and H(Z|X) >= ENTROPY_RATIO x its step-0
-    value, the format validity there, and the extremes over the run."""
-    table = _per_step(study, run_id)
-    if table.empty or H_COND not in table:
-        return {"signature at": "not measured"}
-    start = table[H_COND].iloc[0]
-    hit = table[(table[RETRIEVAL] <= table[CHANCE] + MARGIN) & (table[H_COND] >= ENTROPY_RATIO * start)]
-    step = int(hit.index[0]) if len(hit) else None
-    broken = _first_degenerate(table)
+    """One table row's worth: the regimes the run entered with the first step of each, the
+    regime at its last check, when template collapse began (if ever) with the format
+    validity there, and the extremes over the run."""
+    found = checks(study, run_id)
+    if not found:
+        return {"regimes (first step)": "not measured"}
+    entered = sig.first_entries(found)
+    collapsed = entered.get(sig.TEMPLATE_COLLAPSE)
     return {
-        "degenerate from": "never" if broken is None else f"step {broken}",
-        "signature at": "never" if step is None else f"step {step}",
-        "format valid there": float(table.loc[step, FORMAT]) if step is not None and FORMAT in table else None,
-        "lowest retrieval": float(table[RETRIEVAL].min()),
-        "highest H(Z|X) / start": float(table[H_COND].max() / start) if start > 0 else None,
-        "lowest format valid": float(table[FORMAT].min()) if FORMAT in table else None,
+        "regimes (first step)": "; ".join(f"{regime} {step}" for regime, step in entered.items()),
+        "last regime": found[-1].regime,
+        "template collapse at": "never" if collapsed is None else f"step {collapsed}",
+        "format valid there": (next(c.format_valid for c in found if c.step == collapsed)
+                               if collapsed is not None else None),
+        "lowest retrieval": min(c.retrieval for c in found),
+        "highest H(Z|X) / start": max(c.h_ratio for c in found),
+        "lowest format valid": min(c.format_valid for c in found),
     }
 
 
-def _first_degenerate(table: pd.DataFrame) -> int | None:
-    """The first step of ``table`` with format validity below DEGENERATE_FORMAT, or None."""
-    if FORMAT not in table:
-        return None
-    broken = table.index[table[FORMAT] < DEGENERATE_FORMAT]
-    return int(broken[0]) if len(broken) else None
+def signature_table(study: Study, runs: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
+    """One row per run of ``runs`` (sorted by ``labels`` then seed): its labels and signature."""
+    ordered = runs.sort_values([*labels, "seed"])
+    return pd.DataFrame([{label: getattr(run, label) for label in labels} | {"seed": run.seed}
+                         | signature(study, run.run_id) for run in ordered.itertuples()])
+
+
+def count_regime(study: Study, runs: pd.DataFrame, regime: str) -> int:
+    """How many of ``runs`` entered ``regime`` at some check."""
+    return sum(regime in sig.first_entries(checks(study, run_id)) for run_id in runs["run_id"])
 
 
 def degenerate_step(study: Study, run_id: str) -> float | None:
-    """The first MI check at which the run had degenerated; a run that never did counts as
-    one check interval past its last check (censored, so a delay is under-, not overstated).
-    None when the run logged no format validity."""
-    table = _per_step(study, run_id)
-    if table.empty or FORMAT not in table:
+    """The first MI check at which the run was in the degeneration regime; a run that
+    never was counts as one check interval past its last check (censored, so a delay is
+    under-, not overstated). None when the run logged no MI checks."""
+    found = checks(study, run_id)
+    if not found:
         return None
-    broken = _first_degenerate(table)
-    if broken is not None:
-        return float(broken)
-    steps = table.index.to_list()
+    broken = [c.step for c in found if c.regime == sig.DEGENERATION]
+    if broken:
+        return float(broken[0])
+    steps = [c.step for c in found]
     return float(steps[-1] + (steps[-1] - steps[-2] if len(steps) > 1 else 0))
 
 
-def calibration_table(study: Study) -> pd.DataFrame | None:
-    """One row per calibration cell: its settings, its endpoints and its signature."""
-    cells = study.of(CALIBRATION)
+def calibration_table(study: Study, experiment: str) -> pd.DataFrame | None:
+    """One row per cell of a calibration sweep: the settings that vary between its cells,
+    the seed, its endpoints and its signature (None when the results hold no such run)."""
+    cells = study.of(experiment)
     if cells.runs.empty:
         return None
+    varying = [key for key in SETTINGS if cells.runs[key].nunique() > 1]
     ends = {name: endpoint(cells, name).set_index("run_id")["value"]
             for name in (RETRIEVAL, H_COND, FORMAT, SUCCESS)}
     rows = []
-    for run in cells.runs.sort_values(["entropy_coef", "lr", "filter", "seed"]).itertuples():
-        row = {"entropy coef": f"{run.entropy_coef:g}", "lr": f"{run.lr:g}", "filter": run.filter,
-               "seed": run.seed, "steps": run.steps}
+    for run in cells.runs.sort_values([*varying, "seed"]).itertuples():
+        row = {SETTINGS[key]: _shown(getattr(run, key)) for key in varying} | {"seed": run.seed}
         for name, label in ((RETRIEVAL, "retrieval (end)"), (H_COND, "H(Z|X) (end)"),
                             (FORMAT, "format valid (end)"), (SUCCESS, "success t=0.5 (end)")):
             row[label] = ends[name].get(run.run_id, float("nan"))
@@ -90,12 +91,33 @@ def calibration_table(study: Study) -> pd.DataFrame | None:
     return pd.DataFrame(rows)
 
 
-def gradient_shares(study: Study, runs: pd.DataFrame) -> pd.DataFrame | None:
-    """Per filter arm and reward-std bucket (q1 lowest), the entropy term's share of the
-    task and entropy gradient norms, ||g_ent|| / (||g_task|| + ||g_ent||), averaged over the
-    arm's runs and gradient checks; with the checks and runs it averages."""
+def _shown(value) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value) if value != "" else "-"
+
+
+def valid_format_until(study: Study, runs: pd.DataFrame) -> int | None:
+    """The first step at which any of ``runs`` had fewer than FORMAT_VALID of its first
+    turns parse (None when none ever did): checks before it are all in the valid format."""
+    rows = study.metrics[(study.metrics["name"] == FORMAT) & study.metrics["run_id"].isin(runs["run_id"])]
+    broken = rows[rows["value"] < sig.FORMAT_VALID]
+    return int(broken["step"].min()) if len(broken) else None
+
+
+def gradient_shares(study: Study, runs: pd.DataFrame, by: list[str] | None = None,
+                    before: int | None = None) -> pd.DataFrame | None:
+    """Per arm (``by`` labels, default the filter) and reward-std bucket (q1 lowest), the
+    entropy term's share of the task and entropy gradient norms, ||g_ent|| / (||g_task|| +
+    ||g_ent||), averaged over the arm's runs and gradient checks at steps before
+    ``before``; with the checks and runs it averages and the steps they span. Checks
+    where both norms are 0 (every group of the bucket without reward variance, no entropy
+    term) carry no share and are left out."""
+    by = by or ["filter"]
     names = [f"grad/{b}/{term}/total" for b in BUCKETS for term in ("task", "entropy")]
     rows = study.metrics[study.metrics["name"].isin(names) & study.metrics["run_id"].isin(runs["run_id"])]
+    if before is not None:
+        rows = rows[rows["step"] < before]
     if rows.empty:
         return None
     parts = rows["name"].str.split("/", expand=True)
@@ -104,9 +126,44 @@ def gradient_shares(study: Study, runs: pd.DataFrame) -> pd.DataFrame | None:
     wide = wide.dropna(subset=["task", "entropy"])
     total = wide["task"] + wide["entropy"]
     wide = wide[total > 0].assign(share=lambda w: w["entropy"] / (w["task"] + w["entropy"]))
-    wide = wide.merge(runs[["run_id", "filter"]], on="run_id")
-    table = wide.pivot_table(index="filter", columns="bucket", values="share", aggfunc="mean")
+    wide = wide.merge(runs[["run_id", *by]], on="run_id")
+    table = wide.pivot_table(index=by, columns="bucket", values="share", aggfunc="mean")
     table = table[[b for b in BUCKETS if b in table.columns]].reset_index()
-    checks = wide.drop_duplicates(["run_id", "step"])
-    counts = checks.groupby("filter").agg(checks=("step", "size"), runs=("run_id", "nunique")).reset_index()
-    return table.merge(counts, on="filter")
+    checks_ = wide.drop_duplicates(["run_id", "step"])
+    counts = checks_.groupby(by).agg(checks=("step", "size"), runs=("run_id", "nunique"),
+                                     first=("step", "min"), last=("step", "max")).reset_index()
+    counts["steps"] = counts["first"].astype(str) + "-" + counts["last"].astype(str)
+    return table.merge(counts.drop(columns=["first", "last"]), on=by)
+
+
+def first_turn_samples(study: Study, run_id: str, step: int, per_prompt: int = 2) -> pd.DataFrame | None:
+    """The run's stored first-turn samples at ``step``: up to ``per_prompt`` per prompt,
+    their reasoning and action (None when the results hold no rollouts for it)."""
+    if study.rollouts is None:
+        return None
+    rows = study.rollouts[(study.rollouts["run_id"] == run_id) & (study.rollouts["step"] == step)
+                          & (study.rollouts["turn"] == 0)]
+    if rows.empty:
+        return None
+    rows = rows.sort_values(["prompt_index", "sample_index"]).groupby("prompt_index").head(per_prompt)
+    return rows[["prompt_index", "sample_index", "reasoning", "action"]].rename(
+        columns={"prompt_index": "prompt", "sample_index": "sample"}).reset_index(drop=True)
+
+
+def collapsed_samples(study: Study, runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """For each of ``runs`` that reached template collapse, its stored first-turn samples at
+    the first check in that regime, captioned with the run and the readings there."""
+    shown = []
+    for run in runs.sort_values(["filter", "seed"]).itertuples():
+        found = [c for c in checks(study, run.run_id) if c.regime == sig.TEMPLATE_COLLAPSE]
+        if not found:
+            continue
+        check = found[0]
+        samples = first_turn_samples(study, run.run_id, check.step)
+        if samples is None:
+            continue
+        shown.append((f"{run.filter}, seed {run.seed}, step {check.step} (template collapse: retrieval "
+                      f"{check.retrieval:.3f} at chance {check.chance:.3f}, H(Z|X) {check.h_ratio:.2f} x "
+                      f"its start, format validity {check.format_valid:.2f}): stored first-turn samples "
+                      "(up to two per prompt)", samples))
+    return shown

@@ -12,10 +12,13 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from mirage.core.analysis import signature as sig
 from mirage.report import collapse, regime
-from mirage.report.findings import FINDINGS, SUCCESS, Finding, provoked_collapse
+from mirage.report.findings import FINDINGS, Finding, provoked_collapse
+from mirage.report.names import SUCCESS
 from mirage.report.paired import BOOTSTRAP_SEED, CONFIDENCE, POWER, RESAMPLES, detectable_factor
-from mirage.report.results import POWERED, STUDY, Study, findings_experiment, read_study
+from mirage.report.results import (CALIBRATION, POWERED, STUDY, TEMPLATE_CALIBRATION,
+                                   TEMPLATE_CALIBRATION_LR, Study, findings_experiment, read_study)
 from mirage.report.summary import LAST_CHECKS, markdown_table
 
 
@@ -34,7 +37,7 @@ def build_report(results: Path, out: Path, figure_dir: Path, notes: Path | None 
     out.parent.mkdir(parents=True, exist_ok=True)
     text = _markdown(findings, collapse_finding, readings, _introduction(name, design), name,
                      _reading(study), out, figure_dir)
-    out.write_text(text + _calibration(regime.calibration_table(everything), readings))
+    out.write_text(text + _calibrations(everything, readings))
     return findings + ([collapse_finding] if collapse_finding else [])
 
 
@@ -54,21 +57,27 @@ def _measured(measure, study: Study, everything: Study, figure_dir: Path) -> Fin
     return measure(study, figure_dir)
 
 
-CALIBRATION_TITLE = f"Finding the collapse regime (experiment `{regime.CALIBRATION}`)"
+CALIBRATIONS = {  # experiment -> its section's title
+    CALIBRATION: f"Finding the collapse regime (experiment `{CALIBRATION}`)",
+    TEMPLATE_CALIBRATION: f"Looking for template collapse (experiment `{TEMPLATE_CALIBRATION}`)",
+    TEMPLATE_CALIBRATION_LR: f"Looking for template collapse: lr 1e-3 (experiment `{TEMPLATE_CALIBRATION_LR}`)",
+}
 
 
-def _calibration(table: pd.DataFrame | None, readings: dict) -> str:
-    """The calibration sweep's section: every cell it ran, with the reading of it."""
-    if table is None:
-        return ""
-    lines = ["", f"## {CALIBRATION_TITLE}", "",
-             "Every cell the calibration sweep ran, one seed each, all from one warm start: its "
-             "endpoints (mean of the last checks) and whether and when it showed the paper's "
-             "signature (first-turn retrieval within "
-             f"{regime.MARGIN:g} of chance while H(Z|X) stays at or above {regime.ENTROPY_RATIO:g} "
-             "x its start).", "", markdown_table(table), ""]
-    if "calibration" in readings:
-        lines += [readings["calibration"].strip(), ""]
+def _calibrations(study: Study, readings: dict) -> str:
+    """Each calibration sweep's section: every cell it ran, with the reading of it."""
+    lines = []
+    for experiment, title in CALIBRATIONS.items():
+        table = regime.calibration_table(study, experiment)
+        if table is None:
+            continue
+        lines += ["", f"## {title}", "",
+                  "Every cell the sweep ran, all from one warm start: the settings that differ "
+                  "between its cells, the endpoints (mean of the last checks) and the reasoning "
+                  f"regimes each run entered with the first step of each ({sig.rule()}).", "",
+                  markdown_table(table), ""]
+        if experiment in readings:
+            lines += [readings[experiment].strip(), ""]
     return "\n".join(lines)
 
 

@@ -27,8 +27,15 @@ STUDY = "reproduction"
 POWERED = "reproduction_powered"  # the same findings with 5 paired seeds; supersedes STUDY
 COLLAPSE = "collapse"
 CALIBRATION = "collapse_calibration"
+# issue #32: the search for template collapse, the regulariser share before the format
+# breaks, and the study in the chosen regime
+TEMPLATE_CALIBRATION = "template_calibration"
+TEMPLATE_CALIBRATION_LR = "template_calibration_lr"
+GRADIENTS = "collapse_gradients"
+TEMPLATE = "template_collapse"
 # the registry experiments `core report` reads; --from-store exports those present
-STUDY_EXPERIMENTS = (POWERED, STUDY, COLLAPSE, CALIBRATION)
+STUDY_EXPERIMENTS = (POWERED, STUDY, COLLAPSE, CALIBRATION, TEMPLATE_CALIBRATION,
+                     TEMPLATE_CALIBRATION_LR, GRADIENTS, TEMPLATE)
 
 
 def findings_experiment(runs: "pd.DataFrame") -> str:
@@ -104,11 +111,13 @@ class Study:
 
     runs: pd.DataFrame
     metrics: pd.DataFrame
+    rollouts: pd.DataFrame | None = None  # the stored first-turn samples, when read
 
     def of(self, experiment: str) -> "Study":
-        """Only the runs (and their metrics) of registry experiment ``experiment``."""
+        """Only the runs (and their metrics and rollouts) of registry experiment ``experiment``."""
         runs = self.runs[self.runs["experiment"] == experiment].reset_index(drop=True)
-        return Study(runs, self.metrics[self.metrics["run_id"].isin(runs["run_id"])])
+        rollouts = None if self.rollouts is None else self.rollouts[self.rollouts["run_id"].isin(runs["run_id"])]
+        return Study(runs, self.metrics[self.metrics["run_id"].isin(runs["run_id"])], rollouts)
 
     def series(self, name: str) -> pd.DataFrame:
         """``name`` per run and step, joined with the run labels."""
@@ -123,7 +132,11 @@ def read_study(results: Path) -> Study:
     labels = pd.DataFrame([run_labels(json.loads(c)) for c in runs["config"]])
     labels.insert(0, "run_id", runs["run_id"].to_numpy())
     labels.insert(1, "experiment", runs["experiment"].to_numpy())
-    return Study(labels, metrics.dropna(subset=["value"]))
+    rollouts = (pd.read_parquet(results / "rollouts.parquet",
+                                columns=["run_id", "step", "prompt_index", "sample_index", "turn",
+                                         "reasoning", "action"])
+                if (results / "rollouts.parquet").exists() else None)
+    return Study(labels, metrics.dropna(subset=["value"]), rollouts)
 
 
 def run_labels(config: dict) -> dict:
@@ -145,6 +158,11 @@ def run_labels(config: dict) -> dict:
         "regime": "provoked" if provoked else "default",
         "lr": algo["lr"],
         "entropy_coef": algo["entropy_coef"],
+        "kl_coef": algo.get("kl_coef", 0.0),
+        "algorithm": algo["name"],
+        # the environment options other than slip, e.g. "generic_style=grammar"
+        "env_options": ", ".join(f"{key}={value}" for key, value in sorted(config["env"]["options"].items())
+                                 if key != "slip"),
         "seed": config["seed"],
         "steps": config["steps"],
         "prompts": config["rollout"]["prompts"],

@@ -80,30 +80,34 @@ def test_report_exports_the_named_experiments_and_renders_the_collapse_section(s
     assert code == 0, stderr
     assert "exported 9 runs" in stdout and "collapse: 6, other: 3" in stdout
     text = out.read_text()
-    assert "## The collapse study (experiment `collapse`)" in text
+    assert "## Delayed degeneration, not template collapse (experiment `collapse`)" in text
     assert re.findall(r"\*\*Verdict: (.+?)\.\*\*", text) == ["holds"]
-    assert "![The collapse study" in text
+    assert "![Delayed degeneration" in text
     code, _, stderr = cli("report", "--from-store", store, "--experiment", "nothing",
                           "--results", results, "--out", out)
     assert code == 2 and "no finished run of experiment 'nothing'" in stderr
 
 
-def test_signature_finds_the_first_check_at_chance_with_entropy_held(tmp_path):
+def test_signature_lists_each_regime_entered_with_its_first_step(tmp_path):
     from mirage.report import regime
 
     store = RunStore(tmp_path / "runs.duckdb")
     store.create_run("r", _config({"name": "none"}, 0), [], None, experiment="collapse", seed=0)
-    # retrieval 0.9 -> 0.3 -> 0.15 -> 0.14 (chance 0.125); H(Z|X) 0.2 -> 0.1 -> 0.1 -> 0.3
-    for step, (acc, h, fmt) in enumerate([(0.9, 0.2, 1.0), (0.3, 0.1, 0.9), (0.15, 0.1, 0.8),
-                                           (0.14, 0.3, 0.7)]):
+    # (retrieval, H(Z|X), format validity); chance 0.125, so "at chance" is <= 0.225
+    readings = [(0.9, 0.2, 1.0), (0.3, 0.1, 0.9), (0.15, 0.1, 0.8), (0.14, 0.3, 0.95), (0.14, 0.3, 0.7)]
+    for step, (acc, h, fmt) in enumerate(readings):
         store.record_step("r", 5 * step, {
             "mi/first_turn/retrieval_acc": acc, "mi/first_turn/retrieval_chance": 0.125,
             "mi/first_turn/h_cond": h, "mi/first_turn/format_valid": fmt})
     store.set_status("r", "finished")
     export_study(tmp_path / "runs.duckdb", tmp_path / "results", ("collapse",))
     found = regime.signature(read_study(tmp_path / "results"), "r")
-    # step 10 is at chance but H(Z|X) fell to half its start; step 15 has both
-    assert found["signature at"] == "step 15" and found["format valid there"] == 0.7
+    # step 5 still tells inputs apart at half the entropy; step 10 is at chance at half the
+    # entropy; step 15 at chance with entropy 1.5x and a valid format; step 20 breaks it
+    assert found["regimes (first step)"] == ("diverse 0; compressed 5; low-entropy collapse 10; "
+                                             "template collapse 15; format breaking 20")
+    assert found["template collapse at"] == "step 15" and found["format valid there"] == 0.95
+    assert found["last regime"] == "format breaking"
     assert found["lowest retrieval"] == 0.14 and found["highest H(Z|X) / start"] == pytest.approx(1.5)
 
 
@@ -124,14 +128,17 @@ def test_export_merges_several_stores_and_lists_every_calibration_cell(store, tm
     counts = export_study([store, tmp_path / "calibration.duckdb"], tmp_path / "results",
                           ("collapse", "collapse_calibration"))
     assert counts == {"collapse": 6, "collapse_calibration": 2}
-    table = regime.calibration_table(read_study(tmp_path / "results"))
-    assert list(table["entropy coef"]) == ["0.1", "0.3"]
-    # 0.3: retrieval 0.9 - 0.6 = 0.3 at step 20, never within 0.05 of chance; 0.1 neither
-    assert list(table["signature at"]) == ["never", "never"]
+    table = regime.calibration_table(read_study(tmp_path / "results"), "collapse_calibration")
+    assert list(table["entropy coef"]) == ["0.1", "0.3"] and "kl coef" not in table  # only what varies
+    # 0.3: retrieval 0.9 - 0.6 = 0.3 at step 20, never within 0.1 of chance, while H(Z|X)
+    # grows 0.2 -> 6.2; with 0.1 it reaches 0.7 (3.5x its start) at step 5: both runs
+    # degenerate there by the entropy rule, though every response parses
+    assert list(table["template collapse at"]) == ["never", "never"]
+    assert list(table["regimes (first step)"]) == ["diverse 0; degeneration 5"] * 2
     assert table["lowest retrieval"].tolist() == pytest.approx([0.7, 0.3])
 
 
-def test_degeneration_is_the_first_check_where_most_responses_do_not_parse(tmp_path):
+def test_degeneration_is_the_first_check_where_fewer_than_half_the_responses_parse(tmp_path):
     from mirage.report import regime
 
     store = RunStore(tmp_path / "runs.duckdb")
@@ -143,7 +150,8 @@ def test_degeneration_is_the_first_check_where_most_responses_do_not_parse(tmp_p
     store.set_status("r", "finished")
     export_study(tmp_path / "runs.duckdb", tmp_path / "results", ("collapse",))
     found = regime.signature(read_study(tmp_path / "results"), "r")
-    assert found["degenerate from"] == "step 10" and found["signature at"] == "never"
+    assert found["regimes (first step)"] == "diverse 0; degeneration 10"
+    assert found["template collapse at"] == "never"
     assert regime.degenerate_step(read_study(tmp_path / "results"), "r") == 10.0
 
 
