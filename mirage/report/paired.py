@@ -17,8 +17,6 @@ from scipy import stats
 
 CONFIDENCE = 0.95  # two-sided interval level; the t-test's alpha is 1 - CONFIDENCE
 POWER = 0.80  # the power the minimum detectable difference is stated for
-RESAMPLES = 10_000  # bootstrap resamples of the seeds
-BOOTSTRAP_SEED = 0  # fixed, so the report renders byte for byte the same
 
 
 @dataclass(frozen=True)
@@ -30,8 +28,6 @@ class Paired:
     sd: float  # their standard deviation (ddof 1)
     low: float  # t interval at CONFIDENCE
     high: float
-    boot_low: float  # percentile bootstrap interval over seeds, a second view
-    boot_high: float
     p_value: float  # two-sided paired t-test
     d_z: float  # mean / sd, the standardised paired effect (signed inf at zero spread)
     detectable: float  # minimum detectable |difference| at CONFIDENCE and POWER
@@ -60,36 +56,23 @@ def paired(a: Mapping[int, float], b: Mapping[int, float]) -> Paired:
     nan = float("nan")
     if n < 2:
         mean = float(diffs.mean()) if n else nan
-        return Paired(n, mean, nan, nan, nan, nan, nan, nan, nan, nan)
+        return Paired(n, mean, nan, nan, nan, nan, nan, nan)
     mean, sd = float(diffs.mean()), float(diffs.std(ddof=1))
     half = stats.t.ppf((1 + CONFIDENCE) / 2, n - 1)
     detectable = detectable_factor(n) * sd
     if sd == 0.0:
-        return Paired(n, mean, 0.0, mean, mean, mean, mean, 1.0 if mean == 0 else 0.0,
+        return Paired(n, mean, 0.0, mean, mean, 1.0 if mean == 0 else 0.0,
                       0.0 if mean == 0 else math.copysign(math.inf, mean), 0.0)
     margin = half * sd / math.sqrt(n)
     p_value = float(stats.ttest_rel(np.array([a[s] for s in seeds], dtype=float),
                                     np.array([b[s] for s in seeds], dtype=float)).pvalue)
-    boot_low, boot_high = bootstrap_interval(diffs)
-    return Paired(n, mean, sd, mean - margin, mean + margin, boot_low, boot_high, p_value,
-                  mean / sd, float(detectable))
+    return Paired(n, mean, sd, mean - margin, mean + margin, p_value, mean / sd, float(detectable))
 
 
 def detectable_factor(n: int) -> float:
     """(t_{(1+CONFIDENCE)/2, n-1} + t_{POWER, n-1}) / sqrt(n): the minimum detectable
     difference of ``n`` paired seeds in units of the differences' sd (n >= 2)."""
     return float((stats.t.ppf((1 + CONFIDENCE) / 2, n - 1) + stats.t.ppf(POWER, n - 1)) / math.sqrt(n))
-
-
-def bootstrap_interval(diffs: np.ndarray) -> tuple[float, float]:
-    """Percentile bootstrap interval at CONFIDENCE of the mean of ``diffs`` (shape [n]),
-    resampling seeds with replacement from a fixed generator."""
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    draws = rng.integers(0, len(diffs), size=(RESAMPLES, len(diffs)))
-    means = diffs[draws].mean(axis=1)
-    tail = (1 - CONFIDENCE) / 2 * 100
-    low, high = np.percentile(means, [tail, 100 - tail])
-    return float(low), float(high)
 
 
 @dataclass(frozen=True)

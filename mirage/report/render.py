@@ -14,7 +14,7 @@ import yaml
 
 from mirage.report import collapse, regime
 from mirage.report.findings import FINDINGS, SUCCESS, Finding, provoked_collapse
-from mirage.report.paired import BOOTSTRAP_SEED, CONFIDENCE, POWER, RESAMPLES, detectable_factor
+from mirage.report.paired import CONFIDENCE, POWER, detectable_factor
 from mirage.report.results import POWERED, STUDY, Study, findings_experiment, read_study
 from mirage.report.summary import LAST_CHECKS, markdown_table
 
@@ -85,10 +85,8 @@ def _reading(study: Study) -> str:
         "Each finding is a set of directional checks (listed under it). A check compares two "
         "arms run with the same seeds (or a run's warm start with its endpoint), **paired by "
         "seed**: the per-seed differences give n, their mean and sd, the "
-        f"{level} t interval mean +- t_{{{(1 + CONFIDENCE) / 2:g}, n-1}} sd / sqrt(n), a "
-        f"percentile bootstrap interval over seeds ({RESAMPLES} resamples, generator seed "
-        f"{BOOTSTRAP_SEED}) as a second view, the two-sided paired t-test p and the "
-        "standardised effect d_z = mean / sd. A check **holds** when the t interval excludes 0 "
+        f"{level} t interval mean +- t_{{{(1 + CONFIDENCE) / 2:g}, n-1}} sd / sqrt(n), the "
+        "two-sided paired t-test p and the standardised effect d_z = mean / sd. A check **holds** when the t interval excludes 0 "
         "on the predicted side, is **contradicted** when it excludes 0 on the other side, and "
         "is **not detected** when it contains 0; with fewer than 2 seeds it has **too few "
         f"seeds**. Column \"detectable ({POWER:.0%})\" is the smallest true difference the check "

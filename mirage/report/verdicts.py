@@ -71,7 +71,7 @@ def _interval(low: float, high: float) -> str:
 
 
 def check_row(check: Check) -> dict:
-    """One table row: the comparison, its intervals, p, d_z, the minimum detectable
+    """One table row: the comparison, its interval, p, d_z, the minimum detectable
     difference and the verdict."""
     c = check.comparison
     predicted = ">" if check.direction > 0 else "<"
@@ -81,7 +81,6 @@ def check_row(check: Check) -> dict:
                 "p": _number(c.p_value, signed=False), "verdict": check.verdict}
     return {"check": f"{check.label} {predicted} 0", "seeds": c.n, "mean diff": _number(c.mean),
             "95% CI (t)": _interval(c.low, c.high),
-            "95% CI (bootstrap)": _interval(c.boot_low, c.boot_high),
             "p": _number(c.p_value, signed=False), "d_z": _number(c.d_z),
             "detectable (80%)": _number(c.detectable, signed=False), "verdict": check.verdict}
 

@@ -38,6 +38,8 @@ def test_report_command_renders_every_finding_from_the_committed_results(tmp_pat
     study = committed.of(POWERED)
     assert f"{len(study.runs)} runs" in text
     assert set(study.runs.groupby(["env", "filter", "slip", "regime"]).size()) == {5}  # 5 seeds each
+    reading = text.split("## How to read the verdicts")[1].split("\n## ")[0]
+    assert "bootstrap" not in reading and "95% CI (bootstrap)" not in text
 
 
 def test_committed_report_is_what_the_command_renders(tmp_path, cli):
