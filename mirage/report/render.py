@@ -14,7 +14,7 @@ import yaml
 
 from mirage.report import collapse, regime
 from mirage.report.findings import FINDINGS, SUCCESS, Finding, provoked_collapse
-from mirage.report.paired import CONFIDENCE, POWER, detectable_factor
+from mirage.report.paired import CONFIDENCE, POWER, detectable_factor, sd_range
 from mirage.report.results import POWERED, STUDY, Study, findings_experiment, read_study
 from mirage.report.summary import LAST_CHECKS, markdown_table
 
@@ -73,14 +73,20 @@ def _calibration(table: pd.DataFrame | None, readings: dict) -> str:
 
 
 def _reading(study: Study) -> str:
-    """The "How to read the verdicts" paragraph, with the study's seed count and the
-    number of validation checks its endpoints average."""
+    """The "How to read the verdicts" paragraph, with the study's seed count, the detectable
+    difference's factor at it and the number of validation checks its endpoints average."""
     seeds = study.runs.groupby(["experiment", "env", "filter", "slip", "regime"]).size()
     n = int(seeds.min()) if len(seeds) else 0
     validation = study.metrics[(study.metrics["name"] == SUCCESS) & (study.metrics["step"] >= 1)]
     checks = int(validation.groupby("run_id")["step"].nunique().min()) if len(validation) else 0
-    level = f"{CONFIDENCE:.0%}"
-    power = (f" With {n} seeds that is {detectable_factor(n):.2f} sd." if n >= 2 else "")
+    level, upper, lower = f"{CONFIDENCE:.0%}", f"{(1 + CONFIDENCE) / 2:g}", f"{(1 - CONFIDENCE) / 2:.3g}"
+    factor = ""
+    if n >= 2:
+        sd_low, sd_high = sd_range(n)
+        exact = detectable_factor(n)
+        factor = (f" With {n} seeds the factor is {exact:.2f} and the sd's interval is "
+                  f"{sd_low:.2f}-{sd_high:.2f} x the estimate, so the detectable difference "
+                  f"ranges over {exact * sd_low:.2f}-{exact * sd_high:.2f} x the estimated sd.")
     return (
         "Each finding is a set of directional checks (listed under it). A check compares two "
         "arms run with the same seeds (or a run's warm start with its endpoint), **paired by "
@@ -89,9 +95,14 @@ def _reading(study: Study) -> str:
         "two-sided paired t-test p and the standardised effect d_z = mean / sd. A check **holds** when the t interval excludes 0 "
         "on the predicted side, is **contradicted** when it excludes 0 on the other side, and "
         "is **not detected** when it contains 0; with fewer than 2 seeds it has **too few "
-        f"seeds**. Column \"detectable ({POWER:.0%})\" is the smallest true difference the check "
-        f"finds with {POWER:.0%} power, (t_{{{(1 + CONFIDENCE) / 2:g}, n-1}} + "
-        f"t_{{{POWER:g}, n-1}}) sd / sqrt(n): a \"not detected\" below it says little.{power} "
+        f"seeds**. Column \"detectable ({POWER:.0%})\" is the smallest true difference that a "
+        f"two-sided paired t-test at alpha = {1 - CONFIDENCE:.2g} finds with {POWER:.0%} power: the "
+        f"factor d with power {POWER:.0%} under the noncentral t distribution (n - 1 degrees of "
+        "freedom, noncentrality d sqrt(n), both tails counted), times the sd. An sd from few "
+        "seeds is itself uncertain, so the range in parentheses is the detectable difference "
+        f"over the sd's {level} chi-square interval, sd sqrt((n-1) / chi2_{{{upper}, n-1}}) to "
+        f"sd sqrt((n-1) / chi2_{{{lower}, n-1}}); a \"not detected\" says little about true "
+        f"differences below it.{factor} "
         "Correlation checks use Spearman's rho over runs with the Fisher-z interval "
         f"tanh(atanh(rho) +- z_{{{(1 + CONFIDENCE) / 2:g}}} sqrt(1.06 / (n - 3))). A finding "
         "holds when all of its checks hold, holds partly when some do, is contradicted when "

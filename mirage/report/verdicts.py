@@ -70,9 +70,15 @@ def _interval(low: float, high: float) -> str:
     return "" if math.isnan(low) else f"[{low:+.3f}, {high:+.3f}]"
 
 
+def _detectable(c: Paired) -> str:
+    if math.isnan(c.detectable):
+        return ""
+    return f"{c.detectable:.3f} ({c.detectable_low:.3f}-{c.detectable_high:.3f})"
+
+
 def check_row(check: Check) -> dict:
     """One table row: the comparison, its interval, p, d_z, the minimum detectable
-    difference and the verdict."""
+    difference with its range over the sd's interval, and the verdict."""
     c = check.comparison
     predicted = ">" if check.direction > 0 else "<"
     if isinstance(c, Correlation):
@@ -82,16 +88,18 @@ def check_row(check: Check) -> dict:
     return {"check": f"{check.label} {predicted} 0", "seeds": c.n, "mean diff": _number(c.mean),
             "95% CI (t)": _interval(c.low, c.high),
             "p": _number(c.p_value, signed=False), "d_z": _number(c.d_z),
-            "detectable (80%)": _number(c.detectable, signed=False), "verdict": check.verdict}
+            "detectable (80%)": _detectable(c), "verdict": check.verdict}
 
 
 def check_sentence(check: Check) -> str:
-    """'label: +0.031 [-0.10, +0.16], not detected (detectable 0.29)' for the evidence."""
+    """'label: +0.031 [-0.100, +0.160], detectable 0.290, 0.174-0.833 over the plausible sd
+    -> not detected' for the evidence."""
     c = check.comparison
     if isinstance(c, Correlation):
         middle = f"rho {_number(c.rho)} {_interval(c.low, c.high)}"
     else:
         middle = f"{_number(c.mean)} {_interval(c.low, c.high)}"
         if not c.too_few and check.verdict == NOT_DETECTED:
-            middle += f", detectable {_number(c.detectable, signed=False)}"
+            middle += (f", detectable {c.detectable:.3f}, {c.detectable_low:.3f}-"
+                       f"{c.detectable_high:.3f} over the plausible sd")
     return f"{check.label}: {middle.strip()} -> {check.verdict}"

@@ -14,6 +14,7 @@ from mirage.report.results import (
     POWERED, STUDY_EXPERIMENTS, Study, export_study, findings_experiment, read_study, restore_study,
 )
 from mirage.report.summary import LAST_CHECKS, by_seed, change, endpoint, markdown_table, over_seeds
+from mirage.report.paired import detectable_factor, sd_range
 from mirage.report.verdicts import FINDING_VERDICTS
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "results" / "reproduction"
@@ -40,6 +41,11 @@ def test_report_command_renders_every_finding_from_the_committed_results(tmp_pat
     assert set(study.runs.groupby(["env", "filter", "slip", "regime"]).size()) == {5}  # 5 seeds each
     reading = text.split("## How to read the verdicts")[1].split("\n## ")[0]
     assert "bootstrap" not in reading and "95% CI (bootstrap)" not in text
+    assert "noncentral t" in reading and "chi-square" in reading
+    low, high = sd_range(5)
+    assert (f"With 5 seeds the factor is {detectable_factor(5):.2f} and the sd's interval is "
+            f"{low:.2f}-{high:.2f} x the estimate") in reading
+    assert re.search(r"\| \d+\.\d{3} \(\d+\.\d{3}-\d+\.\d{3}\) \| not detected \|", text)
 
 
 def test_committed_report_is_what_the_command_renders(tmp_path, cli):
