@@ -9,7 +9,7 @@ numbers; the verdicts drawn from them live in :mod:`mirage.report.verdicts`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,6 +103,19 @@ def sd_range(n: int) -> tuple[float, float]:
     df = n - 1
     return (math.sqrt(df / stats.chi2.ppf((1 + CONFIDENCE) / 2, df)),
             math.sqrt(df / stats.chi2.ppf((1 - CONFIDENCE) / 2, df)))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment (Holm 1979) of one family of p values, in their order:
+    the i-th smallest of m becomes max over j <= i of min(1, (m - j + 1) * p_(j)). A NaN
+    p value is no test: it stays NaN and does not count in m."""
+    adjusted = [float("nan")] * len(p_values)
+    tested = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))
+    running = 0.0
+    for rank, (p, i) in enumerate(tested):
+        running = max(running, min(1.0, (len(tested) - rank) * p))
+        adjusted[i] = running
+    return adjusted
 
 
 @dataclass(frozen=True)

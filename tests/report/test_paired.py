@@ -1,5 +1,5 @@
-"""Paired comparisons across seeds, the exact detectable difference, the Spearman interval
-and the verdict rule, on hand-checked cases."""
+"""Paired comparisons across seeds, the exact detectable difference, Holm's adjustment,
+the Spearman interval and the verdict rule, on hand-checked cases."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from mirage.report.paired import (CONFIDENCE, POWER, Paired, detectable_factor, paired, power,
-                                  sd_range, spearman_interval)
+from mirage.report.findings import Finding
+from mirage.report.paired import (CONFIDENCE, POWER, Paired, detectable_factor, holm, paired,
+                                  power, sd_range, spearman_interval)
 from mirage.report.verdicts import (CONTRADICTED, HOLDS, NOT_DETECTED, PARTLY, TOO_FEW, Check,
-                                    check_row, check_sentence, finding_verdict, verdict)
+                                    check_row, check_sentence, finding_verdict, holm_adjusted,
+                                    verdict)
 
 
 def test_diffs_1_2_3_give_mean_2_sd_1_and_the_t_interval():
@@ -76,10 +78,33 @@ def test_detectable_range_of_five_seeds():
     assert (round(result.detectable, 3), round(result.detectable_low, 3),
             round(result.detectable_high, 3)) == (0.266, 0.159, 0.764)
     assert check_row(Check("x", result, 1))["detectable (80%)"] == "0.266 (0.159-0.764)"
-    unseen = Check("x", paired({seed: 0.1 * (seed + 1) - 0.3 for seed in range(5)},
-                               dict.fromkeys(range(5), 0.0)), 1)  # mean 0: not detected
-    assert check_sentence(unseen).endswith(
-        "detectable 0.266, 0.159-0.764 over the plausible sd -> not detected")
+
+
+def test_holm_on_a_hand_worked_family():
+    # sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1: 0.02, 0.03, 0.06, 0.04 -> monotone 0.06
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.6, 0.7]) == [1.0, 1.0]  # capped at 1
+    assert holm([0.02]) == [0.02]  # a family of one is not adjusted
+    assert holm([]) == []
+    kept = holm([0.5, float("nan"), 0.01])  # NaN is no test: m = 2
+    assert kept[0] == pytest.approx(0.5) and math.isnan(kept[1]) and kept[2] == pytest.approx(0.02)
+
+
+def test_holm_rejects_what_the_step_down_procedure_rejects():
+    """Holm at level a: walk the sorted p values, reject while p_(j) <= a / (m - j + 1).
+    The adjusted p is <= a exactly for the hypotheses that walk rejects."""
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        p_values = list(rng.uniform(0, 0.2, size=rng.integers(1, 9)))
+        adjusted = holm(p_values)
+        assert all(a >= p for a, p in zip(adjusted, p_values)) and max(adjusted) <= 1
+        for level in (0.01, 0.05, 0.1):
+            rejected, m = set(), len(p_values)
+            for j, i in enumerate(np.argsort(p_values)):
+                if p_values[i] > level / (m - j):
+                    break
+                rejected.add(int(i))
+            assert {i for i, a in enumerate(adjusted) if a <= level} == rejected
 
 
 def test_p_value_matches_scipy_on_random_pairs():
@@ -113,8 +138,8 @@ def test_zero_spread_gives_a_point_interval_not_nan():
     assert shifted.d_z == math.inf and verdict(shifted, 1) == HOLDS
 
 
-def _interval(low: float, high: float, n: int = 3) -> Paired:
-    return Paired(n, (low + high) / 2, 1.0, low, high, 0.5, 1.0, 1.0, 0.6, 2.9)
+def _interval(low: float, high: float, n: int = 3, p_value: float = 0.5) -> Paired:
+    return Paired(n, (low + high) / 2, 1.0, low, high, p_value, 1.0, 1.0, 0.6, 2.9)
 
 
 def test_verdict_rule_reads_the_interval_against_the_prediction():
@@ -126,6 +151,49 @@ def test_verdict_rule_reads_the_interval_against_the_prediction():
     assert verdict(_interval(0.0, 0.5), 1) == NOT_DETECTED  # touching 0 does not exclude it
     with pytest.raises(ValueError, match="direction"):
         verdict(_interval(0.1, 0.5), 0)
+
+
+def test_verdict_needs_the_holm_p_below_alpha_too():
+    assert verdict(_interval(0.1, 0.5), 1, p_adjusted=0.049) == HOLDS
+    assert verdict(_interval(0.1, 0.5), 1, p_adjusted=0.05) == NOT_DETECTED
+    assert verdict(_interval(0.1, 0.5), -1, p_adjusted=0.049) == CONTRADICTED
+    assert verdict(_interval(0.1, 0.5), -1, p_adjusted=0.2) == NOT_DETECTED
+    assert verdict(_interval(0.1, 0.5), 1, p_adjusted=float("nan")) == NOT_DETECTED
+    assert verdict(_interval(-0.1, 0.5), 1, p_adjusted=0.001) == NOT_DETECTED  # interval decides too
+    assert verdict(_interval(0.1, 0.5, n=1), 1, p_adjusted=0.001) == TOO_FEW
+    assert Check("a", _interval(0.1, 0.5), 1, p_adjusted=0.3).verdict == NOT_DETECTED
+
+
+def test_holm_within_a_finding_turns_marginal_checks_into_not_detected():
+    strong = Check("strong", _interval(0.1, 0.5, p_value=0.001), 1)
+    marginal = Check("marginal", _interval(0.01, 0.5, p_value=0.03), 1)
+    other = Check("other", _interval(0.01, 0.5, p_value=0.04), 1)
+    rho = spearman_interval(np.arange(10.0), np.array([0, 2, 1, 3, 5, 4, 6, 8, 7, 9], dtype=float))
+    correlated = Check("rho", rho, 1)  # p about 1e-5: the correlation joins the family
+    assert marginal.verdict == HOLDS  # unadjusted, its interval decides
+    # sorted: rho x 4, 0.001 x 3 = 0.003, 0.03 x 2 = 0.06, 0.04 x 1 -> 0.06 (monotone)
+    assert [c.p_adjusted for c in holm_adjusted([strong, marginal, other, correlated])] == \
+        pytest.approx([0.003, 0.06, 0.06, 4 * rho.p_value])
+    finding = Finding("k", "title", "claim", checks=[strong, marginal, other, correlated])
+    finding.conclude()
+    assert [c.verdict for c in finding.checks] == [HOLDS, NOT_DETECTED, NOT_DETECTED, HOLDS]
+    assert finding.verdict == PARTLY  # every interval excludes 0 on the predicted side
+    caption, table = finding.tables[-1]
+    assert "Holm-adjusted" in caption
+    header, rows = table.splitlines()[0], table.splitlines()[2:]
+    assert "| p | p (Holm) |" in header and "bootstrap" not in header
+    assert rows[1].startswith("| marginal > 0 |") and "| 0.03 | 0.06 |" in rows[1]
+    assert "p 0.03 (Holm 0.06)" in finding.evidence[1] and "not detected" in finding.evidence[1]
+
+
+def test_check_sentence_states_the_detectable_range_when_not_detected():
+    unseen = Check("x", paired({seed: 0.1 * (seed + 1) - 0.3 for seed in range(5)},
+                               dict.fromkeys(range(5), 0.0)), 1)  # mean 0: not detected
+    assert check_sentence(unseen).endswith(
+        "p 1, detectable 0.266, 0.159-0.764 over the plausible sd -> not detected")
+    seen = Check("y", paired({seed: 0.1 * (seed + 1) for seed in range(5)},
+                             dict.fromkeys(range(5), 0.0)), 1)
+    assert "detectable" not in check_sentence(seen) and check_sentence(seen).endswith("-> holds")
 
 
 def test_finding_verdict_from_its_checks():
