@@ -69,8 +69,7 @@ def paired_rows(runs: pd.DataFrame, finals: pd.Series, arm_a: str, arm_b: str) -
         unpaired = sorted((set(by_arm[arm_a]) | set(by_arm[arm_b])) - set(common))
         rows.append({"context": context or "(same config)", "seeds": result.n,
                      "mean difference": result.mean, "t low": result.low,
-                     "t high": result.high, "bootstrap low": result.boot_low,
-                     "bootstrap high": result.boot_high, "p": result.p_value,
+                     "t high": result.high, "p": result.p_value,
                      "unpaired seeds": ", ".join(map(str, unpaired))})
     return pd.DataFrame(rows)
 

@@ -2,8 +2,9 @@
 figure and a verdict computed from the numbers by a stated rule (PAPER.md section 5).
 
 Every finding is a set of directional checks; each check is a paired comparison across
-seeds (or a rank correlation over runs) whose 95% interval gives its verdict
-(mirage/report/verdicts.py), and the finding's verdict follows from its checks.
+seeds (or a rank correlation over runs) whose 95% interval and p value, Holm-adjusted over
+the finding's checks, give its verdict (mirage/report/verdicts.py), and the finding's
+verdict follows from its checks.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from mirage.report.paired import paired, spearman_interval
 from mirage.report.results import Study
 from mirage.report.summary import (by_seed, change, endpoint, markdown_table, mean_and_range,
                                    mean_with_spread, over_seeds, seed_range, window_mean)
-from mirage.report.verdicts import NOT_DETECTED, Check, check_row, check_sentence, finding_verdict
+from mirage.report.verdicts import (NOT_DETECTED, Check, check_row, check_sentence, finding_verdict,
+                                    holm_adjusted)
 
 
 MAIN_FILTERS = ["none", "top-k 0.5", "top-p 0.9"]
@@ -39,12 +41,15 @@ class Finding:
     checks: list[Check] = field(default_factory=list)
 
     def conclude(self) -> None:
-        """Verdict, evidence sentences and the paired-checks table from ``checks``."""
+        """Verdict, evidence sentences and the paired-checks table from ``checks``, once
+        their p values are Holm-adjusted with the finding's checks as the family."""
+        self.checks = holm_adjusted(self.checks)
         self.verdict = finding_verdict(self.checks)
         self.evidence.extend(check_sentence(check) + "." for check in self.checks)
         if self.checks:
             self.tables.append(("Checks: each a paired difference across seeds (or a rank "
-                                "correlation over runs) and its 95% interval",
+                                "correlation over runs), its 95% interval and its p value, raw "
+                                "and Holm-adjusted over this finding's checks",
                                 markdown_table(pd.DataFrame([check_row(c) for c in self.checks]))))
 
 

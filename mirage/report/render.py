@@ -16,10 +16,11 @@ from mirage.core.analysis import signature as sig
 from mirage.report import collapse, regime
 from mirage.report.findings import FINDINGS, Finding, provoked_collapse
 from mirage.report.names import SUCCESS
-from mirage.report.paired import BOOTSTRAP_SEED, CONFIDENCE, POWER, RESAMPLES, detectable_factor
+from mirage.report.paired import CONFIDENCE, POWER, detectable_factor, sd_range
 from mirage.report.results import (CALIBRATION, POWERED, STUDY, TEMPLATE_CALIBRATION,
                                    TEMPLATE_CALIBRATION_LR, Study, findings_experiment, read_study)
 from mirage.report.summary import LAST_CHECKS, markdown_table
+from mirage.report.verdicts import ALPHA
 
 
 def build_report(results: Path, out: Path, figure_dir: Path, notes: Path | None = None) -> list[Finding]:
@@ -82,34 +83,50 @@ def _calibrations(study: Study, readings: dict) -> str:
 
 
 def _reading(study: Study) -> str:
-    """The "How to read the verdicts" paragraph, with the study's seed count and the
-    number of validation checks its endpoints average."""
+    """The "How to read the verdicts" paragraph, with the study's seed count, the detectable
+    difference's factor at it and the number of validation checks its endpoints average."""
     seeds = study.runs.groupby(["experiment", "env", "filter", "slip", "regime"]).size()
     n = int(seeds.min()) if len(seeds) else 0
     validation = study.metrics[(study.metrics["name"] == SUCCESS) & (study.metrics["step"] >= 1)]
     checks = int(validation.groupby("run_id")["step"].nunique().min()) if len(validation) else 0
-    level = f"{CONFIDENCE:.0%}"
-    power = (f" With {n} seeds that is {detectable_factor(n):.2f} sd." if n >= 2 else "")
+    level, alpha = f"{CONFIDENCE:.0%}", f"{ALPHA:g}"
+    upper, lower = f"{(1 + CONFIDENCE) / 2:g}", f"{(1 - CONFIDENCE) / 2:.3g}"
+    factor = ""
+    if n >= 2:
+        sd_low, sd_high = sd_range(n)
+        exact = detectable_factor(n)
+        factor = (f" With {n} seeds the factor is {exact:.2f} and the sd's interval is "
+                  f"{sd_low:.2f}-{sd_high:.2f} x the estimate, so the detectable difference "
+                  f"ranges over {exact * sd_low:.2f}-{exact * sd_high:.2f} x the estimated sd.")
     return (
         "Each finding is a set of directional checks (listed under it). A check compares two "
         "arms run with the same seeds (or a run's warm start with its endpoint), **paired by "
         "seed**: the per-seed differences give n, their mean and sd, the "
-        f"{level} t interval mean +- t_{{{(1 + CONFIDENCE) / 2:g}, n-1}} sd / sqrt(n), a "
-        f"percentile bootstrap interval over seeds ({RESAMPLES} resamples, generator seed "
-        f"{BOOTSTRAP_SEED}) as a second view, the two-sided paired t-test p and the "
-        "standardised effect d_z = mean / sd. A check **holds** when the t interval excludes 0 "
-        "on the predicted side, is **contradicted** when it excludes 0 on the other side, and "
-        "is **not detected** when it contains 0; with fewer than 2 seeds it has **too few "
-        f"seeds**. Column \"detectable ({POWER:.0%})\" is the smallest true difference the check "
-        f"finds with {POWER:.0%} power, (t_{{{(1 + CONFIDENCE) / 2:g}, n-1}} + "
-        f"t_{{{POWER:g}, n-1}}) sd / sqrt(n): a \"not detected\" below it says little.{power} "
-        "Correlation checks use Spearman's rho over runs with the Fisher-z interval "
-        f"tanh(atanh(rho) +- z_{{{(1 + CONFIDENCE) / 2:g}}} sqrt(1.06 / (n - 3))). A finding "
-        "holds when all of its checks hold, holds partly when some do, is contradicted when "
-        "none holds and one is contradicted, and is not detected otherwise. A run's "
-        "**endpoint** for validation success and for the MI proxies and entropy is the mean "
-        f"of its last K = {LAST_CHECKS} checks after the warm start, fewer when it has fewer "
-        f"(validation success here has {checks} per run).")
+        f"{level} t interval mean +- t_{{{upper}, n-1}} sd / sqrt(n), the two-sided paired "
+        "t-test p and the standardised effect d_z = mean / sd. Correlation checks use "
+        "Spearman's rho over runs, its p and the Fisher-z interval "
+        f"tanh(atanh(rho) +- z_{{{upper}}} sqrt(1.06 / (n - 3))). **Multiplicity**: the p "
+        "values of one finding's checks, paired and correlation alike, are one family, "
+        "adjusted by Holm's step-down method (the i-th smallest of m times m - i + 1, kept "
+        "non-decreasing, capped at 1); the checks table shows the raw p and the adjusted "
+        "\"p (Holm)\". A check **holds** when its interval excludes 0 on the predicted side "
+        f"and its Holm p is below {alpha}, is **contradicted** when its interval excludes 0 on "
+        f"the other side and its Holm p is below {alpha}, and is **not detected** otherwise "
+        "(an interval that excludes 0 is not enough once the family is accounted for); with "
+        "fewer than 2 seeds it has **too few seeds**. Column "
+        f"\"detectable ({POWER:.0%})\" is the smallest true difference that a two-sided paired "
+        f"t-test at alpha = {alpha} finds with {POWER:.0%} power: the factor d with power "
+        f"{POWER:.0%} under the noncentral t distribution (n - 1 degrees of freedom, "
+        "noncentrality d sqrt(n), both tails counted), times the sd; it is stated before "
+        "Holm's adjustment, which only raises it. An sd from few seeds is itself uncertain, so "
+        "the range in parentheses is the detectable difference over the sd's "
+        f"{level} chi-square interval, sd sqrt((n-1) / chi2_{{{upper}, n-1}}) to "
+        f"sd sqrt((n-1) / chi2_{{{lower}, n-1}}): a \"not detected\" says little about "
+        f"true differences below it.{factor} A finding holds when all of its checks hold, "
+        "holds partly when some do, is contradicted when none holds and one is contradicted, "
+        "and is not detected otherwise. A run's **endpoint** for validation success and for "
+        f"the MI proxies and entropy is the mean of its last K = {LAST_CHECKS} checks after "
+        f"the warm start, fewer when it has fewer (validation success here has {checks} per run).")
 
 
 def _design(results: Path, study, name: str) -> str:

@@ -64,7 +64,8 @@ def test_collapse_section_pairs_top_p_with_no_filter_by_seed(store, tmp_path):
     assert finding.verdict == "holds"
     per_seed, checks = finding.tables[0][1], finding.tables[1][1]
     assert per_seed.count("| frozenlake | top-p 0.9 |") == 3 and "retrieval chance" in per_seed
-    assert "95% CI (t)" in checks and "detectable (80%)" in checks
+    assert "95% CI (t)" in checks and "| p | p (Holm) |" in checks and "detectable (80%)" in checks
+    assert "bootstrap" not in checks
 
 
 def test_collapse_section_is_none_without_collapse_runs(store, tmp_path):

@@ -14,7 +14,9 @@ from mirage.report.results import (
     POWERED, STUDY_EXPERIMENTS, Study, export_study, findings_experiment, read_study, restore_study,
 )
 from mirage.report.summary import LAST_CHECKS, by_seed, change, endpoint, markdown_table, over_seeds
-from mirage.report.verdicts import FINDING_VERDICTS
+from mirage.report.paired import detectable_factor, sd_range
+from mirage.report.verdicts import CHECK_VERDICTS, FINDING_VERDICTS, NOT_DETECTED, TOO_FEW
+
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "results" / "reproduction"
 
@@ -38,6 +40,38 @@ def test_report_command_renders_every_finding_from_the_committed_results(tmp_pat
     study = committed.of(POWERED)
     assert f"{len(study.runs)} runs" in text
     assert set(study.runs.groupby(["env", "filter", "slip", "regime"]).size()) == {5}  # 5 seeds each
+    reading = text.split("## How to read the verdicts")[1].split("\n## ")[0]
+    assert "bootstrap" not in reading and "95% CI (bootstrap)" not in text
+    assert "Holm" in reading and "noncentral t" in reading and "chi-square" in reading
+    low, high = sd_range(5)
+    assert (f"With 5 seeds the factor is {detectable_factor(5):.2f} and the sd's interval is "
+            f"{low:.2f}-{high:.2f} x the estimate") in reading
+    _assert_checks_follow_the_holm_rule(text)
+
+
+def _assert_checks_follow_the_holm_rule(text: str) -> None:
+    """In every checks table a verdict other than not detected needs Holm p < 0.05, and
+    the Holm p is never below the raw p."""
+    tables = [block for block in text.split("\n\n") if block.startswith("| check |")]
+    assert len(tables) == 8
+    for table in tables:
+        lines = table.splitlines()
+        header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+        assert header[header.index("p") + 1] == "p (Holm)"
+        for line in lines[2:]:
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            # a label such as "H(Z|X) ..." holds a pipe: the other cells count from the right
+            row = dict(zip(header, ["|".join(cells[:len(cells) - len(header) + 1])]
+                           + cells[len(cells) - len(header) + 1:]))
+            assert row["verdict"] in CHECK_VERDICTS
+            if row["verdict"] == TOO_FEW:
+                continue
+            raw, adjusted = float(row["p"]), float(row["p (Holm)"])
+            assert adjusted >= raw
+            if adjusted >= 0.05:
+                assert row["verdict"] == NOT_DETECTED, row
+            if "detectable (80%)" in row:
+                assert re.fullmatch(r"\d+\.\d{3} \(\d+\.\d{3}-\d+\.\d{3}\)", row["detectable (80%)"]), row
 
 
 def test_committed_report_is_what_the_command_renders(tmp_path, cli):
