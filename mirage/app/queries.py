@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from mirage.app.reader import StoreReader
+from mirage.core.analysis import signature
 from mirage.core.store.heartbeat import effective_status
 
 # What the Spearman table and the scatter views treat as a diagnostic (a regex on names).
@@ -355,3 +356,17 @@ def configs(reader: StoreReader, run_ids: Sequence[str]) -> pd.DataFrame:
         f" WHERE {_IN_RUNS} ORDER BY run_id",
         [list(run_ids)],
     )
+
+
+def regimes(reader: StoreReader, run_ids: Sequence[str]) -> dict[str, str]:
+    """Run id -> the reasoning regimes it entered, each with its first step
+    (mirage.core.analysis.signature; 'not measured' for a run without MI checks)."""
+    names = signature.metric_names()
+    frame = reader.query(
+        f"SELECT run_id, step, name, value FROM metrics WHERE {_IN_RUNS}"
+        " AND list_contains(?::TEXT[], name) ORDER BY run_id, step", [list(run_ids), names])
+    found = {run_id: "not measured" for run_id in run_ids}
+    for run_id, rows in frame.groupby("run_id"):
+        series = {name: dict(zip(part["step"].astype(int), part["value"])) for name, part in rows.groupby("name")}
+        found[run_id] = signature.describe(signature.checks_from_series(series))
+    return found

@@ -1,4 +1,5 @@
-"""The selected runs as a table: status, progress, seed and every config value that
+"""The selected runs as a table: status, progress, seed, the reasoning regimes each
+entered (when any logged MI checks; docs/diagnostics.md) and every config value that
 differs between them (so two runs that read alike in the picker can be told apart),
 each run id in the colour its lines have on every chart."""
 
@@ -32,11 +33,14 @@ def differing(sel: Selection) -> pd.DataFrame:
     configs = {row["run_id"]: flatten(json.loads(row["config"]))
                for _, row in queries.configs(sel.reader, sel.run_ids).iterrows()}
     paths = varying_paths(list(configs.values()))
+    regimes = queries.regimes(sel.reader, sel.run_ids)
+    measured = any(text != "not measured" for text in regimes.values())
     rows = []
     for _, run in sel.runs.iterrows():
         flat = configs.get(run["run_id"], {})
         rows.append({"run": run["run_id"], "status": run["status"], "progress": _progress(run),
                      "seed": "" if pd.isna(run["seed"]) else str(int(run["seed"])),
+                     **({"reasoning regime": regimes.get(run["run_id"], "not measured")} if measured else {}),
                      **{path: _text(flat[path]) if path in flat else "(absent)"
                         for path in paths}})
     return pd.DataFrame(rows)

@@ -62,13 +62,14 @@ def by_seed(frame: pd.DataFrame, column: str = "value") -> dict[int, float]:
 
 
 def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
-    """``frame`` as a GitHub Markdown table, floats rounded to ``digits``."""
+    """``frame`` as a GitHub Markdown table, floats rounded to ``digits``; a ``|`` inside a
+    cell (as in H(Z|X)) is escaped so it does not split the cell."""
     def cell(value) -> str:
         if isinstance(value, float):
             return "" if math.isnan(value) else f"{value:.{digits}f}"
-        return str(value)
+        return str(value).replace("|", "\\|")
 
-    header = "| " + " | ".join(map(str, frame.columns)) + " |"
+    header = "| " + " | ".join(cell(str(c)) for c in frame.columns) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join([header, rule, *body])

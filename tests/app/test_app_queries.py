@@ -194,3 +194,16 @@ def test_runs_shows_a_run_whose_process_is_gone_as_crashed(tmp_path):
     assert frame.loc["gone", "status"] == "crashed"
     assert frame.loc["alive", "status"] == "running"
     assert "pid" not in frame.columns
+
+
+def test_regimes_name_each_runs_reasoning_regime_and_when_it_began(tmp_path):
+    store = RunStore(tmp_path / "s.duckdb")
+    for run_id in ("mi", "plain"):
+        store.create_run(run_id, {}, [], None)
+    for step, retrieval in ((0, 0.9), (5, 0.9), (10, 0.2)):
+        store.record_step("mi", step, {"mi/first_turn/retrieval_acc": retrieval,
+                                       "mi/first_turn/retrieval_chance": 0.125,
+                                       "mi/first_turn/h_cond": 0.5, "mi/first_turn/format_valid": 1.0})
+    store.record_step("plain", 0, {"train/success": 1.0})
+    found = queries.regimes(StoreReader(store.path), ["mi", "plain"])
+    assert found == {"mi": "diverse from step 0, template collapse from step 10", "plain": "not measured"}
