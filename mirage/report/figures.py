@@ -167,3 +167,33 @@ def seed_curves(study: Study, runs: pd.DataFrame, names: list[str], path: Path,
             ax.tick_params(labelsize=7)
     axes[0][0].legend(fontsize=6)
     return _save(fig, path)
+
+
+def arm_seed_curves(study: Study, runs: pd.DataFrame, arm: str, names: list[str], path: Path,
+                    chance: str | None = None) -> str:
+    """One panel row per metric in ``names``, one column per arm (the ``arm`` column of
+    ``runs``), one line per seed (its colour the same in every panel); a retrieval panel
+    also draws the mean of the ``chance`` metric over the arm's runs."""
+    arms = list(dict.fromkeys(runs[arm]))
+    seeds = sorted(runs["seed"].unique())
+    fig, axes = plt.subplots(len(names), len(arms), figsize=(3.0 * len(arms), 2.3 * len(names)),
+                             squeeze=False, sharey="row")
+    for row, name in enumerate(names):
+        series = study.series(name)
+        for col, label in enumerate(arms):
+            ax = axes[row][col]
+            arm_runs = runs[runs[arm] == label]
+            for index, seed in enumerate(seeds):
+                part = series[series["run_id"].isin(arm_runs[arm_runs["seed"] == seed]["run_id"])]
+                part = part.sort_values("step")
+                if not part.empty:
+                    ax.plot(part["step"], part["value"], color=f"C{index}", linewidth=1, label=f"seed {seed}")
+            if chance is not None and name.endswith("retrieval_acc"):
+                level = study.series(chance)
+                level = level[level["run_id"].isin(arm_runs["run_id"])].groupby("step")["value"].mean()
+                ax.plot(level.index, level.to_numpy(), color="grey", linewidth=1, linestyle=":", label="chance")
+            ax.set_title(f"{label}: {TITLES.get(name, name)}", fontsize=8)
+            ax.set_xlabel("iteration", fontsize=7)
+            ax.tick_params(labelsize=7)
+    axes[0][0].legend(fontsize=6)
+    return _save(fig, path)

@@ -13,11 +13,11 @@ import pandas as pd
 import yaml
 
 from mirage.core.analysis import signature as sig
-from mirage.report import collapse, regime
+from mirage.report import collapse, regime, template
 from mirage.report.findings import FINDINGS, Finding, provoked_collapse
 from mirage.report.names import SUCCESS
 from mirage.report.paired import CONFIDENCE, POWER, detectable_factor, sd_range
-from mirage.report.results import (CALIBRATION, POWERED, STUDY, TEMPLATE_CALIBRATION,
+from mirage.report.results import (CALIBRATION, GRADIENTS, POWERED, STUDY, TEMPLATE_CALIBRATION,
                                    TEMPLATE_CALIBRATION_LR, Study, findings_experiment, read_study)
 from mirage.report.summary import LAST_CHECKS, markdown_table
 from mirage.report.verdicts import ALPHA
@@ -32,14 +32,15 @@ def build_report(results: Path, out: Path, figure_dir: Path, notes: Path | None 
     findings = ([_measured(measure, study, everything, figure_dir) for measure in FINDINGS]
                 if len(study.runs) else [])
     collapse_finding = collapse.collapse_study(everything, figure_dir)
+    later = ([collapse_finding] if collapse_finding else []) + template.template_study(everything, figure_dir)
     readings = yaml.safe_load(notes.read_text()) if notes and notes.exists() else {}
     readings = {str(key): text for key, text in (readings or {}).items()}
     design = _design(results, study, name) if len(study.runs) else f"The results hold no run of `{STUDY}`."
     out.parent.mkdir(parents=True, exist_ok=True)
-    text = _markdown(findings, collapse_finding, readings, _introduction(name, design), name,
+    text = _markdown(findings, later, readings, _introduction(name, design), name,
                      _reading(study), out, figure_dir)
     out.write_text(text + _calibrations(everything, readings))
-    return findings + ([collapse_finding] if collapse_finding else [])
+    return findings + later
 
 
 def _measured(measure, study: Study, everything: Study, figure_dir: Path) -> Finding:
@@ -160,7 +161,7 @@ def _introduction(name: str, design: str) -> str:
             "findings with the tiny warm-started policy on this 2-core CPU machine. " + design)
 
 
-def _markdown(findings: list[Finding], collapse_finding: Finding | None, readings: dict, introduction: str,
+def _markdown(findings: list[Finding], later: list[Finding], readings: dict, introduction: str,
               name: str, reading: str, out: Path, figure_dir: Path) -> str:
     figure_link = Path(os.path.relpath(figure_dir, out.parent))
     lines = [
@@ -171,10 +172,14 @@ def _markdown(findings: list[Finding], collapse_finding: Finding | None, reading
         "",
         introduction,
         "",
-        "Two later experiments close the page: `collapse_calibration`, the short search for a "
-        "regime where the paper's mechanism acts, and `collapse`, the paired study in that "
-        "regime (seeds paired, 60 iterations, 256 validation episodes, equal optimizer steps per "
-        "iteration in both arms). They use the state-describing demonstrations (Sokoban "
+        "Later experiments close the page. `collapse_calibration` searched for a regime where "
+        "the paper's mechanism acts and `collapse` studied the one it chose (seeds paired, 60 "
+        "iterations, 256 validation episodes, equal optimizer steps per iteration in both arms); "
+        "what that regime provoked is degeneration, not template collapse, and its section is "
+        f"named for it. `{TEMPLATE_CALIBRATION}`, `{TEMPLATE_CALIBRATION_LR}` and `{GRADIENTS}` "
+        "searched again, with every regime tried listed, and `template_collapse` is the paired "
+        "study with its controls. Every run's reasoning regime is read by one rule, stated in "
+        "each table's caption (docs/diagnostics.md). They use the state-describing demonstrations (Sokoban "
         "version 3, FrozenLake version 4, docs/warm-start.md) and exact group statistics "
         "(docs/diagnostics.md)"
         + (f", as `{POWERED}` does; the first study, `{STUDY}`, predates them (the previous "
@@ -197,11 +202,11 @@ def _markdown(findings: list[Finding], collapse_finding: Finding | None, reading
         "## Verdicts",
         "",
         markdown_table(pd.DataFrame([{"finding": f.key, "what": f.title, "verdict": f.verdict}
-                                     for f in findings + ([collapse_finding] if collapse_finding else [])],
+                                     for f in findings + later],
                                     columns=["finding", "what", "verdict"])),
         "",
     ]
-    for finding in findings + ([collapse_finding] if collapse_finding else []):
+    for finding in findings + later:
         lines += [f"## Finding {finding.key}: {finding.title}" if finding.key[0].isdigit()
                   else f"## {finding.title}", "",
                   f"**Paper.** {finding.claim}", ""]
@@ -212,6 +217,9 @@ def _markdown(findings: list[Finding], collapse_finding: Finding | None, reading
         lines += ["**Measured.** " + " ".join(finding.evidence), "",
                   f"**Verdict: {finding.verdict}.**"
                   + (f" {readings[finding.key].strip()}" if finding.key in readings else ""), ""]
-    if collapse_finding is None:
+    keys = {finding.key for finding in later}
+    if collapse.KEY not in keys:
         lines += [f"## {collapse.TITLE}", "", collapse.ABSENT, ""]
+    if template.KEY not in keys:
+        lines += [f"## {template.TITLE}", "", template.ABSENT, ""]
     return "\n".join(lines)
