@@ -111,6 +111,6 @@ def _pre_collapse_shares(everything: Study, runs: pd.DataFrame) -> list[tuple[st
         shares.append((
             "The regulariser's share of the gradient, ||g_entropy|| / (||g_task|| + ||g_entropy||), "
             "per reward-std bucket (q1 lowest; all = the whole batch), mean over runs and gradient "
-            f"checks {limit} (PAPER.md section 3), from {source}; checks where a bucket's groups all "
-            "had zero reward variance and no entropy gradient are left out", table))
+            f"checks {limit} (PAPER.md section 3), from {source}; a bucket's checks without a task "
+            "gradient (no group in it with reward variance: share 1 by construction) are left out", table))
     return shares

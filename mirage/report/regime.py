@@ -39,7 +39,7 @@ def signature(study: Study, run_id: str) -> dict:
         "last regime": found[-1].regime,
         "template collapse at": "never" if collapsed is None else f"step {collapsed}",
         "format valid there": (next(c.format_valid for c in found if c.step == collapsed)
-                               if collapsed is not None else None),
+                               if collapsed is not None else float("nan")),
         "lowest retrieval": min(c.retrieval for c in found),
         "highest H(Z|X) / start": max(c.h_ratio for c in found),
         "lowest format valid": min(c.format_valid for c in found),
@@ -110,9 +110,10 @@ def gradient_shares(study: Study, runs: pd.DataFrame, by: list[str] | None = Non
     """Per arm (``by`` labels, default the filter) and reward-std bucket (q1 lowest), the
     entropy term's share of the task and entropy gradient norms, ||g_ent|| / (||g_task|| +
     ||g_ent||), averaged over the arm's runs and gradient checks at steps before
-    ``before``; with the checks and runs it averages and the steps they span. Checks
-    where both norms are 0 (every group of the bucket without reward variance, no entropy
-    term) carry no share and are left out."""
+    ``before``; with the checks and runs it averages and the steps they span. A bucket's
+    check whose task gradient is exactly 0 (none of its groups has reward variance, so
+    its share is 1 by construction) is left out: the share measures how the regulariser
+    weighs against a task signal that exists."""
     by = by or ["filter"]
     names = [f"grad/{b}/{term}/total" for b in BUCKETS for term in ("task", "entropy")]
     rows = study.metrics[study.metrics["name"].isin(names) & study.metrics["run_id"].isin(runs["run_id"])]
@@ -124,8 +125,7 @@ def gradient_shares(study: Study, runs: pd.DataFrame, by: list[str] | None = Non
     rows = rows.assign(bucket=parts[1], term=parts[2])
     wide = rows.pivot_table(index=["run_id", "step", "bucket"], columns="term", values="value").reset_index()
     wide = wide.dropna(subset=["task", "entropy"])
-    total = wide["task"] + wide["entropy"]
-    wide = wide[total > 0].assign(share=lambda w: w["entropy"] / (w["task"] + w["entropy"]))
+    wide = wide[wide["task"] > 0].assign(share=lambda w: w["entropy"] / (w["task"] + w["entropy"]))
     wide = wide.merge(runs[["run_id", *by]], on="run_id")
     table = wide.pivot_table(index=by, columns="bucket", values="share", aggfunc="mean")
     table = table[[b for b in BUCKETS if b in table.columns]].reset_index()

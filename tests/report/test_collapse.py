@@ -169,3 +169,33 @@ def test_a_run_that_never_degenerates_is_censored_one_check_past_its_last(tmp_pa
     store.set_status("r", "finished")
     export_study(tmp_path / "runs.duckdb", tmp_path / "results", ("collapse",))
     assert regime.degenerate_step(read_study(tmp_path / "results"), "r") == 15.0
+
+
+def test_regulariser_share_counts_only_checks_before_the_format_broke(tmp_path):
+    """gradient_shares: ||g_ent|| / (||g_task|| + ||g_ent||) per arm and bucket, averaged over
+    checks before the first step any run's format validity fell below 0.9, leaving out a
+    bucket's checks without task gradient (share 1 by construction)."""
+    from mirage.report import regime
+
+    store = RunStore(tmp_path / "runs.duckdb")
+    for algorithm, task in (("grpo", 1.0), ("drgrpo", 3.0)):
+        config = _config({"name": "none"}, 0)
+        config["algorithm"]["name"] = algorithm
+        store.create_run(algorithm, config, [], None, experiment="collapse_gradients", seed=0)
+        for step, valid in ((5, 1.0), (10, 0.95), (15, 0.8), (20, 0.3)):
+            store.record_step(algorithm, step, {
+                "mi/first_turn/format_valid": valid if algorithm == "grpo" else 1.0,
+                "grad/q1/task/total": 0.0, "grad/q1/entropy/total": 2.0,  # no task signal
+                "grad/q6/task/total": task * step, "grad/q6/entropy/total": 1.0 * step,
+            })
+        store.set_status(algorithm, "finished")
+    export_study(tmp_path / "runs.duckdb", tmp_path / "results", ("collapse_gradients",))
+    study = read_study(tmp_path / "results")
+    until = regime.valid_format_until(study, study.runs)
+    assert until == 15  # grpo's format validity 0.8 there
+    shares = regime.gradient_shares(study, study.runs, by=["algorithm"], before=until).set_index("algorithm")
+    assert shares.loc["grpo", "q6"] == pytest.approx(0.5) and shares.loc["drgrpo", "q6"] == pytest.approx(0.25)
+    assert "q1" not in shares.columns  # every q1 check lacked a task gradient
+    assert shares.loc["grpo", "checks"] == 2 and shares.loc["grpo", "steps"] == "5-10"
+    everything = regime.gradient_shares(study, study.runs, by=["algorithm"])
+    assert everything.set_index("algorithm").loc["grpo", "checks"] == 4
