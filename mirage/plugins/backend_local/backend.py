@@ -13,7 +13,7 @@ from transformers.utils import logging as hf_logging
 
 from mirage.core.config.run_config import RunConfig
 from mirage.core.rl.backend import Backend, CrossScores, PolicyOutput
-from mirage.plugins.backend_local import chat_template, cross_scoring, decode, precision, sharding
+from mirage.plugins.backend_local import chat_template, cross_scoring, decode, precision, reference, sharding
 from mirage.plugins.backend_local import model as model_lib
 from mirage.plugins.backend_local.critic import ValueModel
 from mirage.plugins.backend_local.options import LocalOptions
@@ -49,6 +49,9 @@ class LocalBackend(Backend):
     def config_problem(cls, config: RunConfig) -> str | None:
         if problem := precision.device_problem(config.model.device):
             return problem
+        if config.model.options.get("reference_env_options") and config.algorithm.kl_coef == 0:
+            return ("model.options.reference_env_options sets the KL reference, but algorithm.kl_coef "
+                    "is 0, so no KL term would read it; set algorithm.kl_coef > 0 or drop the option")
         return model_lib.model_source_error(config.model.path) if config.model.path else None
 
     def prepare(self, env_cls, cache_dir: Path, *, progress: bool = True) -> dict[str, Any]:
@@ -59,6 +62,15 @@ class LocalBackend(Backend):
         else:
             self.model, self.tokenizer, facts = warm_start(self.config, self.options, env_cls, cache_dir,
                                                               progress=progress)
+        if self.options.reference_env_options:
+            source = cfg.path or facts.get("warmstart_key", "")
+            self._reference, made = reference.templated_reference(
+                self.model, self.tokenizer, self.config, self.options, env_cls, cache_dir, source,
+                progress=progress)
+            self._reference.to(self.device).eval()
+            for p in self._reference.parameters():
+                p.requires_grad_(False)
+            facts |= made
         self.model.to(self.device)  # the warm start trained (and cached) it in float32 on the CPU
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=self.config.algorithm.lr, weight_decay=0.0

@@ -40,6 +40,14 @@ class LocalOptions(BaseModel):
         "{slip: 0.0}: every cell of a FrozenLake stochasticity sweep starts from the policy "
         "warm-started on the deterministic lake, as the paper's cells share one base model",
     )
+    reference_env_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="environment options of demonstrations the KL reference is fine-tuned on, "
+        "starting from the policy: e.g. {generic_share: 1.0} on a grammar warm start makes a "
+        "reference that reasons in input-agnostic boilerplate (reference.py; needs "
+        "algorithm.kl_coef > 0). Empty: the reference is the starting policy",
+    )
+    reference_steps: int = Field(300, ge=1, description="supervised steps of that fine-tuning")
     decoder: Literal["lean", "generate"] = Field(
         "lean", description="how the local backend samples: its lean decode loop (the same samples "
         "as transformers' generate for a fixed seed, several times faster on CPU; Qwen2-architecture "
