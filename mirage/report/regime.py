@@ -58,6 +58,13 @@ def count_regime(study: Study, runs: pd.DataFrame, regime: str) -> int:
     return sum(regime in sig.first_entries(checks(study, run_id)) for run_id in runs["run_id"])
 
 
+def count_modest_template_collapse(study: Study, runs: pd.DataFrame) -> int:
+    """How many of ``runs`` had a template-collapse check with H(Z|X) at most
+    ENTROPY_BLOWUP x its start: the count had degeneration's entropy rule come first."""
+    return sum(any(c.regime == sig.TEMPLATE_COLLAPSE and c.h_ratio <= sig.ENTROPY_BLOWUP
+                   for c in checks(study, run_id)) for run_id in runs["run_id"])
+
+
 def degenerate_step(study: Study, run_id: str) -> float | None:
     """The first MI check at which the run was in the degeneration regime; a run that
     never was counts as one check interval past its last check (censored, so a delay is

@@ -1,5 +1,6 @@
 """The reasoning regime per MI check (mirage/core/analysis/signature.py): each regime at
-its thresholds, precedence (a broken format is degeneration whatever retrieval says), and
+its thresholds, precedence (template collapse first, then a broken format or blown-up
+entropy is degeneration whatever retrieval says), and
 the first step a run enters each regime, read back from a store."""
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ CHANCE = 0.125
     (0.13, 1.2, 0.7, sig.FORMAT_BREAKING),
     (0.13, 1.2, 0.49, sig.DEGENERATION),  # broken format wins
     (0.9, 3.01, 1.0, sig.DEGENERATION),  # entropy blown up, even while retrieval holds
-    (0.13, sig.ENTROPY_BLOWUP, 1.0, sig.TEMPLATE_COLLAPSE),  # 3x itself is not a blow-up
+    (0.13, sig.ENTROPY_BLOWUP, 1.0, sig.TEMPLATE_COLLAPSE),
+    # valid, input-agnostic reasoning is template collapse however far its entropy rose
+    # (boilerplate from a large grammar carries several times a state copy's entropy)
+    (0.13, 8.0, 0.95, sig.TEMPLATE_COLLAPSE),
+    (0.13, 8.0, 0.85, sig.DEGENERATION),  # ... but not once its format breaks
 ])
 def test_each_regime_at_its_thresholds(retrieval, h_ratio, valid, regime):
     assert sig.classify(retrieval, CHANCE, h_ratio, valid) == regime

@@ -7,10 +7,13 @@ parses. Template collapse is the quadrant where the reasoning stopped depending 
 input while its entropy looks healthy and its format stays valid. Everything else is told
 apart from it, so a run whose reasoning merely broke (word salad) is not taken for one:
 
+- ``template collapse``: retrieval <= chance + RETRIEVAL_MARGIN, H(Z|X) >= ENTROPY_KEPT x
+  start, format validity >= FORMAT_VALID (first, as issue #32 lists it: reasoning that
+  parses and ignores the input is template collapse however far its entropy rose, since
+  boilerplate drawn from a large set can carry many times the entropy of reasoning that
+  copies the state; ``h_ratio`` says how far);
 - ``degeneration``: fewer than FORMAT_BROKEN of first turns parse, or H(Z|X) exceeds
   ENTROPY_BLOWUP x its start (the reasoning is noise, whatever retrieval says);
-- ``template collapse``: retrieval <= chance + RETRIEVAL_MARGIN, H(Z|X) >= ENTROPY_KEPT x
-  start, format validity >= FORMAT_VALID;
 - ``format breaking``: the same two readings with format validity between FORMAT_BROKEN and
   FORMAT_VALID (input-agnostic and breaking: neither template collapse nor degeneration yet);
 - ``low-entropy collapse``: retrieval <= chance + RETRIEVAL_MARGIN and H(Z|X) below
@@ -54,8 +57,8 @@ def rule() -> str:
     """The thresholds in one sentence, for every page that shows a regime."""
     return (f"template collapse = retrieval <= chance + {RETRIEVAL_MARGIN:g}, H(Z|X) >= "
             f"{ENTROPY_KEPT:g} x its first check and format validity >= {FORMAT_VALID:g}; "
-            f"degeneration = format validity < {FORMAT_BROKEN:g} or H(Z|X) > {ENTROPY_BLOWUP:g} x "
-            f"its first check; format breaking = input-agnostic with healthy entropy and format "
+            f"otherwise degeneration = format validity < {FORMAT_BROKEN:g} or H(Z|X) > "
+            f"{ENTROPY_BLOWUP:g} x its first check; format breaking = input-agnostic with healthy entropy and format "
             f"validity in between; low-entropy collapse = input-agnostic with H(Z|X) below "
             f"{ENTROPY_KEPT:g} x; compressed / diverse = input-dependent with H(Z|X) below / at "
             f"or above {ENTROPY_KEPT:g} x")
@@ -64,12 +67,14 @@ def rule() -> str:
 def classify(retrieval: float, chance: float, h_ratio: float, format_valid: float) -> str:
     """The regime of one check (see the module docstring); ``h_ratio`` is H(Z|X) over its
     value at the run's first check."""
-    if format_valid < FORMAT_BROKEN or h_ratio > ENTROPY_BLOWUP:
-        return DEGENERATION
     agnostic = retrieval <= chance + RETRIEVAL_MARGIN
     healthy = h_ratio >= ENTROPY_KEPT
+    if agnostic and healthy and format_valid >= FORMAT_VALID:
+        return TEMPLATE_COLLAPSE
+    if format_valid < FORMAT_BROKEN or h_ratio > ENTROPY_BLOWUP:
+        return DEGENERATION
     if agnostic and healthy:
-        return TEMPLATE_COLLAPSE if format_valid >= FORMAT_VALID else FORMAT_BREAKING
+        return FORMAT_BREAKING
     if agnostic:
         return LOW_ENTROPY_COLLAPSE
     return DIVERSE if healthy else COMPRESSED
