@@ -14,7 +14,7 @@ from mirage.report.summary import endpoint
 
 BUCKETS = ["q1", "q2", "q3", "q4", "q5", "q6", "all"]
 # The run labels a calibration table may show; those equal in every cell are left out.
-SETTINGS = {"env_options": "env options", "algorithm": "algorithm", "lr": "lr",
+SETTINGS = {"env_options": "env options", "reference": "KL reference", "algorithm": "algorithm", "lr": "lr",
             "entropy_coef": "entropy coef", "kl_coef": "kl coef", "filter": "filter", "steps": "steps"}
 
 

@@ -160,6 +160,9 @@ def run_labels(config: dict) -> dict:
         "entropy_coef": algo["entropy_coef"],
         "kl_coef": algo.get("kl_coef", 0.0),
         "algorithm": algo["name"],
+        # the KL reference: the starting policy, or one fine-tuned on other demonstrations
+        "reference": ", ".join(f"{key}={value}" for key, value in sorted(
+            config["model"].get("options", {}).get("reference_env_options", {}).items())) or "starting policy",
         # the environment options other than slip, e.g. "generic_style=grammar"
         "env_options": ", ".join(f"{key}={value}" for key, value in sorted(config["env"]["options"].items())
                                  if key != "slip"),
