@@ -82,35 +82,10 @@ def collapse_study(study: Study, figure_dir: Path) -> Finding | None:
         f"Per run: the reasoning regimes it entered at its MI checks, each with its first step, and "
         f"the extremes over the run ({sig.rule()})",
         markdown_table(regime.signature_table(study, runs, ["filter"]))))
-    for caption, shares in _pre_collapse_shares(everything, runs):
+    sources = [(CALIBRATION, f"the calibration runs of this regime (`{CALIBRATION}`)"),
+               (GRADIENTS, f"experiment `{GRADIENTS}` (the first 20 iterations of this regime)")]
+    for caption, shares in regime.pre_collapse_shares(everything, runs, sources):
         finding.tables.append((caption, markdown_table(shares)))
     finding.figure = figures.seed_curves(study, runs, CURVES, figure_dir / "collapse_study_curves.png",
                                          chance=CHANCE)
     return finding
-
-
-def _pre_collapse_shares(everything: Study, runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """The regulariser's share per bucket at gradient checks before any run of the regime
-    left the valid format: from the calibration runs of this regime (GRPO) and from
-    experiment collapse_gradients (GRPO and Dr. GRPO, checks every 5 iterations)."""
-    shares = []
-    calibration = everything.of(CALIBRATION)
-    same = calibration.runs[calibration.runs["entropy_coef"].isin(runs["entropy_coef"].unique())]
-    sources = [(calibration, same, ["filter"], f"the calibration runs of this regime (`{CALIBRATION}`)"),
-               (everything.of(GRADIENTS), everything.of(GRADIENTS).runs, ["algorithm", "filter"],
-                f"experiment `{GRADIENTS}` (the first 20 iterations of this regime)")]
-    for study, chosen, by, source in sources:
-        if chosen.empty:
-            continue
-        until = regime.valid_format_until(study, chosen)
-        table = regime.gradient_shares(study, chosen, by=by, before=until)
-        if table is None:
-            continue
-        limit = (f"before step {until}, where a run's format validity first fell below "
-                 f"{sig.FORMAT_VALID:g}" if until is not None else "at every check (no run's format broke)")
-        shares.append((
-            "The regulariser's share of the gradient, ||g_entropy|| / (||g_task|| + ||g_entropy||), "
-            "per reward-std bucket (q1 lowest; all = the whole batch), mean over runs and gradient "
-            f"checks {limit} (PAPER.md section 3), from {source}; a bucket's checks without a task "
-            "gradient (no group in it with reward variance: share 1 by construction) are left out", table))
-    return shares

@@ -104,6 +104,42 @@ def _shown(value) -> str:
     return str(value) if value != "" else "-"
 
 
+REGIME_LABELS = ["entropy_coef", "kl_coef", "reference", "env_options"]
+
+
+def same_regime(candidates: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """The ``candidates`` run with the regulariser, reference and environment options of
+    one of ``runs`` (whatever their filter, algorithm or seed)."""
+    keys = runs[REGIME_LABELS].drop_duplicates()
+    return candidates.merge(keys, on=REGIME_LABELS)
+
+
+def pre_collapse_shares(everything: Study, runs: pd.DataFrame, sources: list[tuple[str, str]]
+                        ) -> list[tuple[str, pd.DataFrame]]:
+    """For each (experiment, description) in ``sources``, the regulariser's share per arm
+    (algorithm and filter) and bucket from its runs in the regime of ``runs``, at checks
+    before any of them left the valid format, with the caption that says so."""
+    shares = []
+    for experiment, source in sources:
+        study = everything.of(experiment)
+        chosen = same_regime(study.runs, runs)
+        if chosen.empty:
+            continue
+        until = valid_format_until(study, chosen)
+        table = gradient_shares(study, chosen, by=["algorithm", "filter"], before=until)
+        if table is None:
+            continue
+        limit = (f"before step {until}, where a run's format validity first fell below "
+                 f"{sig.FORMAT_VALID:g}" if until is not None else "at every check (no run's format broke)")
+        shares.append((
+            "The regulariser's share of the gradient, (||g_entropy|| + ||g_kl||) / (||g_task|| + "
+            "||g_entropy|| + ||g_kl||), per reward-std bucket (q1 lowest; all = the whole batch), mean over runs and gradient checks "
+            f"{limit} (PAPER.md section 3), from {source}; a bucket's checks without a task "
+            "gradient (no group in it with reward variance: share 1 by construction) are left out",
+            table))
+    return shares
+
+
 def valid_format_until(study: Study, runs: pd.DataFrame) -> int | None:
     """The first step at which any of ``runs`` had fewer than FORMAT_VALID of its first
     turns parse (None when none ever did): checks before it are all in the valid format."""
@@ -115,14 +151,14 @@ def valid_format_until(study: Study, runs: pd.DataFrame) -> int | None:
 def gradient_shares(study: Study, runs: pd.DataFrame, by: list[str] | None = None,
                     before: int | None = None) -> pd.DataFrame | None:
     """Per arm (``by`` labels, default the filter) and reward-std bucket (q1 lowest), the
-    entropy term's share of the task and entropy gradient norms, ||g_ent|| / (||g_task|| +
-    ||g_ent||), averaged over the arm's runs and gradient checks at steps before
-    ``before``; with the checks and runs it averages and the steps they span. A bucket's
-    check whose task gradient is exactly 0 (none of its groups has reward variance, so
-    its share is 1 by construction) is left out: the share measures how the regulariser
-    weighs against a task signal that exists."""
+    regulariser's share of the gradient norms, (||g_ent|| + ||g_kl||) / (||g_task|| +
+    ||g_ent|| + ||g_kl||) (the KL norm is 0 without a KL term), averaged over the arm's
+    runs and gradient checks at steps before ``before``; with the checks and runs it
+    averages and the steps they span. A bucket's check whose task gradient is exactly 0
+    (none of its groups has reward variance, so its share is 1 by construction) is left
+    out: the share measures how the regulariser weighs against a task signal that exists."""
     by = by or ["filter"]
-    names = [f"grad/{b}/{term}/total" for b in BUCKETS for term in ("task", "entropy")]
+    names = [f"grad/{b}/{term}/total" for b in BUCKETS for term in ("task", "entropy", "kl")]
     rows = study.metrics[study.metrics["name"].isin(names) & study.metrics["run_id"].isin(runs["run_id"])]
     if before is not None:
         rows = rows[rows["step"] < before]
@@ -132,7 +168,8 @@ def gradient_shares(study: Study, runs: pd.DataFrame, by: list[str] | None = Non
     rows = rows.assign(bucket=parts[1], term=parts[2])
     wide = rows.pivot_table(index=["run_id", "step", "bucket"], columns="term", values="value").reset_index()
     wide = wide.dropna(subset=["task", "entropy"])
-    wide = wide[wide["task"] > 0].assign(share=lambda w: w["entropy"] / (w["task"] + w["entropy"]))
+    regulariser = wide["entropy"] + (wide["kl"].fillna(0.0) if "kl" in wide else 0.0)
+    wide = wide.assign(share=regulariser / (wide["task"] + regulariser))[wide["task"] > 0]
     wide = wide.merge(runs[["run_id", *by]], on="run_id")
     table = wide.pivot_table(index=by, columns="bucket", values="share", aggfunc="mean")
     table = table[[b for b in BUCKETS if b in table.columns]].reset_index()

@@ -16,7 +16,7 @@ from mirage.report import figures, regime
 from mirage.report.findings import Finding
 from mirage.report.names import CHANCE, FORMAT, H_COND, RETRIEVAL, SUCCESS
 from mirage.report.paired import paired
-from mirage.report.results import TEMPLATE, Study
+from mirage.report.results import GRADIENTS, TEMPLATE, Study
 from mirage.report.summary import by_seed, endpoint, markdown_table
 from mirage.report.verdicts import Check
 
@@ -98,10 +98,10 @@ def template_study(everything: Study, figure_dir: Path) -> list[Finding]:
     if {TOP_K, NONE} <= present:
         controls.checks.append(Check(f"first-turn retrieval acc. {TOP_K} - {NONE}", compare(RETRIEVAL, TOP_K, NONE), 1))
     controls.conclude()
-    shares = regime.gradient_shares(study, runs, by=["arm"], before=regime.valid_format_until(study, runs))
-    if shares is not None:
-        controls.tables.append(("The regulariser's share of the gradient per reward-std bucket before "
-                                "any run's format broke", markdown_table(shares)))
+    base = runs[runs["arm"] == NONE]
+    sources = [(GRADIENTS, f"experiment `{GRADIENTS}` (the first 20 iterations of this regime)")]
+    for caption, shares in regime.pre_collapse_shares(everything, base, sources):
+        controls.tables.append((caption, markdown_table(shares)))
     return [main, controls]
 
 

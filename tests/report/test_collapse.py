@@ -172,7 +172,7 @@ def test_a_run_that_never_degenerates_is_censored_one_check_past_its_last(tmp_pa
 
 
 def test_regulariser_share_counts_only_checks_before_the_format_broke(tmp_path):
-    """gradient_shares: ||g_ent|| / (||g_task|| + ||g_ent||) per arm and bucket, averaged over
+    """gradient_shares: (||g_ent|| + ||g_kl||) / (||g_task|| + ||g_ent|| + ||g_kl||) per arm and bucket, averaged over
     checks before the first step any run's format validity fell below 0.9, leaving out a
     bucket's checks without task gradient (share 1 by construction)."""
     from mirage.report import regime
@@ -187,6 +187,7 @@ def test_regulariser_share_counts_only_checks_before_the_format_broke(tmp_path):
                 "mi/first_turn/format_valid": valid if algorithm == "grpo" else 1.0,
                 "grad/q1/task/total": 0.0, "grad/q1/entropy/total": 2.0,  # no task signal
                 "grad/q6/task/total": task * step, "grad/q6/entropy/total": 1.0 * step,
+                "grad/q6/kl/total": (1.0 if algorithm == "drgrpo" else 0.0) * step,
             })
         store.set_status(algorithm, "finished")
     export_study(tmp_path / "runs.duckdb", tmp_path / "results", ("collapse_gradients",))
@@ -194,7 +195,8 @@ def test_regulariser_share_counts_only_checks_before_the_format_broke(tmp_path):
     until = regime.valid_format_until(study, study.runs)
     assert until == 15  # grpo's format validity 0.8 there
     shares = regime.gradient_shares(study, study.runs, by=["algorithm"], before=until).set_index("algorithm")
-    assert shares.loc["grpo", "q6"] == pytest.approx(0.5) and shares.loc["drgrpo", "q6"] == pytest.approx(0.25)
+    # the regulariser is the entropy and the KL term: (1 + 1) / (3 + 1 + 1) with Dr. GRPO's KL
+    assert shares.loc["grpo", "q6"] == pytest.approx(0.5) and shares.loc["drgrpo", "q6"] == pytest.approx(0.4)
     assert "q1" not in shares.columns  # every q1 check lacked a task gradient
     assert shares.loc["grpo", "checks"] == 2 and shares.loc["grpo", "steps"] == "5-10"
     everything = regime.gradient_shares(study, study.runs, by=["algorithm"])
