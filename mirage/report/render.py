@@ -18,7 +18,8 @@ from mirage.report.findings import FINDINGS, Finding, provoked_collapse
 from mirage.report.names import SUCCESS
 from mirage.report.paired import CONFIDENCE, POWER, detectable_factor, sd_range
 from mirage.report.results import (CALIBRATION, GRADIENTS, POWERED, STUDY, TEMPLATE_CALIBRATION,
-                                   TEMPLATE_CALIBRATION_LR, Study, findings_experiment, read_study)
+                                   TEMPLATE_CALIBRATION_KL, TEMPLATE_CALIBRATION_LR, Study,
+                                   findings_experiment, read_study)
 from mirage.report.summary import LAST_CHECKS, markdown_table
 from mirage.report.verdicts import ALPHA
 
@@ -63,6 +64,8 @@ CALIBRATIONS = {  # experiment -> its section's title
     CALIBRATION: f"Finding the collapse regime (experiment `{CALIBRATION}`)",
     TEMPLATE_CALIBRATION: f"Looking for template collapse (experiment `{TEMPLATE_CALIBRATION}`)",
     TEMPLATE_CALIBRATION_LR: f"Looking for template collapse: lr 1e-3 (experiment `{TEMPLATE_CALIBRATION_LR}`)",
+    TEMPLATE_CALIBRATION_KL: ("Looking for template collapse: the templated reference pulled harder "
+                              f"(experiment `{TEMPLATE_CALIBRATION_KL}`)"),
 }
 
 
@@ -176,8 +179,8 @@ def _markdown(findings: list[Finding], later: list[Finding], readings: dict, int
         "the paper's mechanism acts and `collapse` studied the one it chose (seeds paired, 60 "
         "iterations, 256 validation episodes, equal optimizer steps per iteration in both arms); "
         "what that regime provoked is degeneration, not template collapse, and its section is "
-        f"named for it. `{TEMPLATE_CALIBRATION}`, `{TEMPLATE_CALIBRATION_LR}` and `{GRADIENTS}` "
-        "searched again, with every regime tried listed, and `template_collapse` is the paired "
+        f"named for it. `{TEMPLATE_CALIBRATION}`, `{TEMPLATE_CALIBRATION_LR}`, "
+        f"`{TEMPLATE_CALIBRATION_KL}` and `{GRADIENTS}` searched again, with every regime tried listed, and `template_collapse` is the paired "
         "study with its controls. Every run's reasoning regime is read by one rule, stated in "
         "each table's caption (docs/diagnostics.md). They use the state-describing demonstrations (Sokoban "
         "version 3, FrozenLake version 4, docs/warm-start.md) and exact group statistics "

@@ -31,11 +31,12 @@ CALIBRATION = "collapse_calibration"
 # breaks, and the study in the chosen regime
 TEMPLATE_CALIBRATION = "template_calibration"
 TEMPLATE_CALIBRATION_LR = "template_calibration_lr"
+TEMPLATE_CALIBRATION_KL = "template_calibration_kl"
 GRADIENTS = "collapse_gradients"
 TEMPLATE = "template_collapse"
 # the registry experiments `core report` reads; --from-store exports those present
 STUDY_EXPERIMENTS = (POWERED, STUDY, COLLAPSE, CALIBRATION, TEMPLATE_CALIBRATION,
-                     TEMPLATE_CALIBRATION_LR, GRADIENTS, TEMPLATE)
+                     TEMPLATE_CALIBRATION_LR, TEMPLATE_CALIBRATION_KL, GRADIENTS, TEMPLATE)
 
 
 def findings_experiment(runs: "pd.DataFrame") -> str:
