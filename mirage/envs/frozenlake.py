@@ -25,6 +25,7 @@ from mirage.envs.phrasing import (
     bfs_path,
     check_action,
     demo_success_rates,
+    generic_grammar,
     neighbour_line,
     relative,
 )
@@ -54,18 +55,15 @@ _GENERIC = [
     "The goal cannot be far .",
 ]
 # generic_style "grammar": 4,416 input-agnostic sentences, none naming a move.
-_GRAMMAR = [
-    [["I", "I will", "I should", "Let me", "Now I", "Next I", "I must", "Time to"],
-     ["move", "head", "walk", "step", "go", "slide", "travel", "keep going"],
-     ["carefully", "slowly", "safely", "calmly", "steadily", "with care", "without hurry", "bit by bit"],
-     ["toward the goal", "across the ice", "past the holes", "along a safe path",
-      "over the frozen lake", "to the far side", "on solid ice", "around the danger"], ["."]],
-    [["the ice is slippery", "holes are dangerous", "the goal is waiting", "every step counts",
-      "the lake is cold", "patience pays off", "a slip could hurt", "the path is long"],
-     [";", "so", "and", "but", "; therefore"],
-     ["I stay focused", "I think ahead", "I keep calm", "I plan each step", "I watch my feet",
-      "I avoid mistakes", "I trust the plan", "I take my time"], ["."]],
-]
+_GRAMMAR = generic_grammar(
+    verbs=["move", "head", "walk", "step", "go", "slide", "travel", "keep going"],
+    places=["toward the goal", "across the ice", "past the holes", "along a safe path",
+            "over the frozen lake", "to the far side", "on solid ice", "around the danger"],
+    warnings=["the ice is slippery", "holes are dangerous", "the goal is waiting", "every step counts",
+              "the lake is cold", "patience pays off", "a slip could hurt", "the path is long"],
+    resolutions=["I stay focused", "I think ahead", "I keep calm", "I plan each step", "I watch my feet",
+                 "I avoid mistakes", "I trust the plan", "I take my time"],
+)
 
 
 class FrozenLakeOptions(GridOptions):

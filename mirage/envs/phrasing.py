@@ -168,6 +168,20 @@ def phrase(rng: random.Random, templates: list[str], **facts: str) -> str:
     return " ".join(text.split())
 
 
+# The slots every grid world's generic grammar shares (generic_grammar).
+OPENERS = ["I", "I will", "I should", "Let me", "Now I", "Next I", "I must", "Time to"]
+MANNERS = ["carefully", "slowly", "safely", "calmly", "steadily", "with care", "without hurry", "bit by bit"]
+CONNECTORS = [";", "so", "and", "but", "; therefore"]
+
+
+def generic_grammar(verbs: list[str], places: list[str], warnings: list[str],
+                    resolutions: list[str]) -> list[list[list[str]]]:
+    """A grid world's grammar of input-agnostic sentences (for :func:`compose`): "<opener>
+    <verb> <manner> <place> ." and "<warning> <connector> <resolution> ."; none of the
+    words may name a move."""
+    return [[OPENERS, verbs, MANNERS, places, ["."]], [warnings, CONNECTORS, resolutions, ["."]]]
+
+
 def compose(rng: random.Random, grammar: list[list[list[str]]]) -> str:
     """A sentence from ``grammar``: a random pattern (a list of slots), one random
     alternative per slot, joined by spaces."""

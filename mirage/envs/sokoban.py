@@ -26,6 +26,7 @@ from mirage.envs.phrasing import (
     bfs_path,
     check_action,
     demo_success_rates,
+    generic_grammar,
     heading,
     neighbour_line,
     relative,
@@ -55,18 +56,15 @@ _GENERIC = [
     "Let me plan the pushes first .",
 ]
 # generic_style "grammar": 4,416 input-agnostic sentences, none naming a move.
-_GRAMMAR = [
-    [["I", "I will", "I should", "Let me", "Now I", "Next I", "I must", "Time to"],
-     ["push", "shift", "walk", "step", "go", "work", "move", "keep going"],
-     ["carefully", "slowly", "safely", "calmly", "steadily", "with care", "without hurry", "bit by bit"],
-     ["toward the target", "around the walls", "past the corners", "along a clear path",
-      "through the room", "to the far side", "behind the box", "around the danger"], ["."]],
-    [["boxes are heavy", "corners are traps", "the target is waiting", "every push counts",
-      "walls are hard", "patience pays off", "a stuck box is lost", "the room is small"],
-     [";", "so", "and", "but", "; therefore"],
-     ["I stay focused", "I think ahead", "I keep calm", "I plan each push", "I watch the walls",
-      "I avoid mistakes", "I trust the plan", "I take my time"], ["."]],
-]
+_GRAMMAR = generic_grammar(
+    verbs=["push", "shift", "walk", "step", "go", "work", "move", "keep going"],
+    places=["toward the target", "around the walls", "past the corners", "along a clear path",
+            "through the room", "to the far side", "behind the box", "around the danger"],
+    warnings=["boxes are heavy", "corners are traps", "the target is waiting", "every push counts",
+              "walls are hard", "patience pays off", "a stuck box is lost", "the room is small"],
+    resolutions=["I stay focused", "I think ahead", "I keep calm", "I plan each push", "I watch the walls",
+                 "I avoid mistakes", "I trust the plan", "I take my time"],
+)
 
 
 class SokobanOptions(GridOptions):
