@@ -55,8 +55,12 @@ def template_study(everything: Study, figure_dir: Path) -> list[Finding]:
             for name in (RETRIEVAL, H_COND, FORMAT, SUCCESS)}
 
     def compare(name: str, a: str, b: str):
+        """a - b over the seeds both arms have finished (a study still running has some
+        seeds in one arm only)."""
         part = ends[name]
-        return paired(by_seed(part[part["arm"] == a]), by_seed(part[part["arm"] == b]))
+        first, second = by_seed(part[part["arm"] == a]), by_seed(part[part["arm"] == b])
+        seeds = set(first) & set(second)
+        return paired({s: first[s] for s in seeds}, {s: second[s] for s in seeds})
 
     present = set(runs["arm"])
     unfiltered = runs[runs["arm"] == NONE]
@@ -81,7 +85,7 @@ def template_study(everything: Study, figure_dir: Path) -> list[Finding]:
     main.tables.append((f"Per run: the reasoning regimes it entered at its MI checks, each with its first "
                         f"step, and the extremes over the run ({sig.rule()})",
                         markdown_table(regime.signature_table(study, runs, ["arm"]))))
-    for caption, samples in regime.collapsed_samples(study, unfiltered.assign(filter=NONE))[:2]:
+    for caption, samples in regime.collapsed_samples(study, unfiltered)[:2]:
         main.tables.append((caption, markdown_table(samples)))
     main.figure = figures.arm_seed_curves(study, runs.sort_values("arm", key=_arm_order), "arm", CURVES,
                                           figure_dir / "template_study_curves.png", chance=CHANCE)
