@@ -21,7 +21,7 @@ def report(
     figures: Path = typer.Option(Path("docs/img/reproduction"), help="folder for its figures"),
     notes: Path = typer.Option(Path("results/reproduction.notes.yaml"), help="the researcher's reading of each verdict"),
     from_store: Optional[list[Path]] = typer.Option(None, help="first export the finished runs of the --experiment experiments from this store into --results (repeatable: several stores are merged)"),
-    experiment: Optional[list[str]] = typer.Option(None, help="with --from-store: a registry experiment to export (repeatable; default: every study experiment the report reads, 'reproduction_powered', 'reproduction', 'collapse' and 'collapse_calibration', those present)"),
+    experiment: Optional[list[str]] = typer.Option(None, help="with --from-store: a registry experiment to export (repeatable; default: every study experiment the report reads, those present: the reproduction studies, the collapse and template-collapse calibrations and studies, collapse_gradients)"),
     restore: Optional[Path] = typer.Option(None, help="only rebuild a run store at this new path from --results (for `core app --db`)"),
 ) -> None:
     """Render docs/reproduction.md (tables, figures, verdicts) from the committed study results."""
