@@ -27,14 +27,17 @@ def test_report_command_renders_every_finding_from_the_committed_results(tmp_pat
     assert code == 0, stderr
     text = out.read_text()
     verdicts = re.findall(r"\*\*Verdict: (.+?)\.\*\*", text)
-    assert len(verdicts) == 8 and set(verdicts) <= set(FINDING_VERDICTS)  # 7 findings + collapse study
+    # 7 findings, the collapse study, the template-collapse study and its controls
+    assert len(verdicts) == 10 and set(verdicts) <= set(FINDING_VERDICTS)
     assert "## How to read the verdicts" in text and "paired by seed" in text
     assert f"last K = {LAST_CHECKS} checks" in text
     assert "## Delayed degeneration, not template collapse (experiment `collapse`)" in text
     assert "## Finding the collapse regime (experiment `collapse_calibration`)" in text
-    assert stdout.count("finding ") == 8
+    assert stdout.count("finding ") == 10
+    assert "## Template collapse and top-p (experiment `template_collapse`)" in text
+    assert "## Looking for template collapse (experiment `template_calibration`)" in text
     linked = re.findall(r"!\[[^\]]*\]\(img/([^)]+)\)", text)
-    assert len(linked) == 8 and all((figures / name).stat().st_size > 1000 for name in linked)
+    assert len(linked) == 9 and all((figures / name).stat().st_size > 1000 for name in linked)
     committed = read_study(RESULTS)
     assert findings_experiment(committed.runs) == POWERED  # the powered re-run is committed
     study = committed.of(POWERED)
@@ -58,7 +61,7 @@ def _assert_checks_follow_the_holm_rule(text: str) -> None:
     """In every checks table a verdict other than not detected needs Holm p < 0.05, and
     the Holm p is never below the raw p."""
     tables = [block for block in text.split("\n\n") if block.startswith("| check |")]
-    assert len(tables) == 8
+    assert len(tables) == 10
     for table in tables:
         lines = table.splitlines()
         header = _cells(lines[0])
