@@ -40,7 +40,7 @@ def build_report(results: Path, out: Path, figure_dir: Path, notes: Path | None 
     out.parent.mkdir(parents=True, exist_ok=True)
     text = _markdown(findings, later, readings, _introduction(name, design), name,
                      _reading(study), out, figure_dir)
-    out.write_text(text + _calibrations(everything, readings))
+    out.write_text(text + _regimes(everything, name) + _calibrations(everything, readings))
     return findings + later
 
 
@@ -67,6 +67,17 @@ CALIBRATIONS = {  # experiment -> its section's title
     TEMPLATE_CALIBRATION_KL: ("Looking for template collapse: the templated reference pulled harder "
                               f"(experiment `{TEMPLATE_CALIBRATION_KL}`)"),
 }
+
+
+def _regimes(everything: Study, name: str) -> str:
+    """The findings' study run by run: the reasoning regimes each run entered."""
+    study = everything.of(name)
+    if study.runs.empty:
+        return ""
+    table = regime.signature_table(study, study.runs, ["env", "filter", "slip", "regime"])
+    return "\n".join(["", f"## Reasoning regime per run (experiment `{name}`)", "",
+                      f"Every run the findings above are measured on, with the regimes it entered at its "
+                      f"MI checks and the first step of each ({sig.rule()}).", "", markdown_table(table), ""])
 
 
 def _calibrations(study: Study, readings: dict) -> str:

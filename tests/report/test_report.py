@@ -36,6 +36,9 @@ def test_report_command_renders_every_finding_from_the_committed_results(tmp_pat
     assert stdout.count("finding ") == 10
     assert "## Template collapse and top-p (experiment `template_collapse`)" in text
     assert "## Looking for template collapse (experiment `template_calibration`)" in text
+    section = text[text.index("## Reasoning regime per run (experiment `reproduction_powered`)"):]
+    assert section.count("| diverse 0") >= 1 and sum(line.startswith("| ") for line in
+                                                      section.split("\n\n")[2].splitlines()) == 1 + 65  # header + runs
     linked = re.findall(r"!\[[^\]]*\]\(img/([^)]+)\)", text)
     assert len(linked) == 9 and all((figures / name).stat().st_size > 1000 for name in linked)
     committed = read_study(RESULTS)
