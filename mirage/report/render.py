@@ -38,7 +38,10 @@ def build_report(results: Path, out: Path, figure_dir: Path, notes: Path | None 
     readings = {str(key): text for key, text in (readings or {}).items()}
     design = _design(results, study, name) if len(study.runs) else f"The results hold no run of `{STUDY}`."
     out.parent.mkdir(parents=True, exist_ok=True)
-    text = _markdown(findings, later, readings, _introduction(name, design), name,
+    introduction = _introduction(name, design)
+    if (line := template.headline(everything)):
+        introduction += "\n\n" + line
+    text = _markdown(findings, later, readings, introduction, name,
                      _reading(study), out, figure_dir)
     out.write_text(text + _regimes(everything, name) + _calibrations(everything, readings))
     return findings + later

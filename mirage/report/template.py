@@ -109,6 +109,24 @@ def template_study(everything: Study, figure_dir: Path) -> list[Finding]:
     return [main, controls]
 
 
+def headline(everything: Study) -> str:
+    """One sentence for the page's top: how many unfiltered seeds of the study reached
+    template collapse against the gate (empty without the study)."""
+    study = everything.of(TEMPLATE)
+    if study.runs.empty:
+        return ""
+    runs = study.runs.assign(arm=arms(study.runs))
+    unfiltered = runs[runs["arm"] == NONE]
+    collapsed = regime.count_regime(study, unfiltered, sig.TEMPLATE_COLLAPSE)
+    if collapsed >= GATE:
+        return (f"In `{TEMPLATE}`, {collapsed} of {len(unfiltered)} unfiltered seeds reached template "
+                "collapse, so its section tests PAPER.md's remedy.")
+    return (f"**The lab has not produced template collapse robustly:** in `{TEMPLATE}`, the regime "
+            f"chosen from every regime tried, {collapsed} of {len(unfiltered)} unfiltered seeds reached "
+            f"it, below the {GATE} of 5 the study needs to test PAPER.md's remedy; its section reports "
+            "what was measured instead.")
+
+
 def _arm_order(column: pd.Series) -> pd.Series:
     order = {NONE: 0, TOP_P: 1, TOP_P_ALL: 2, TOP_K: 3}
     return column.map(lambda arm: order.get(arm, 4))

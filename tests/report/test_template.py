@@ -10,7 +10,7 @@ import pytest
 from mirage.core.config.run_config import RunConfig
 from mirage.core.store.run_store import RunStore
 from mirage.report.results import export_study, read_study
-from mirage.report.template import CONTROLS_KEY, KEY, template_study
+from mirage.report.template import CONTROLS_KEY, KEY, headline, template_study
 
 STEPS = (0, 20, 40, 60)
 # arm -> (filter, rho, entropy coef, KL coef, retrieval it falls to)
@@ -65,6 +65,8 @@ def test_remedy_controls_and_gate(results, tmp_path):
     assert main.evidence[0].startswith("3 of 3 unfiltered seeds reached the template-collapse signature")
     assert "3 of them with H(Z|X) at most 3 x its start" in main.evidence[0]
     assert (tmp_path / "img" / main.figure).stat().st_size > 1000
+    # fewer than the gate's 4 seeds collapsed (3 seeds ran): the page's top says so
+    assert "3 of 3 unfiltered seeds reached it, below the 4 of 5" in headline(results)
     signatures = next(table for caption, table in main.tables if caption.startswith("Per run"))
     assert signatures.count("| none | ") == 3 and "template collapse 60" in signatures
 
@@ -75,3 +77,4 @@ def test_no_runs_no_sections(tmp_path):
     store.set_status("other", "finished")
     export_study(tmp_path / "runs.duckdb", tmp_path / "results", ("other",))
     assert template_study(read_study(tmp_path / "results"), tmp_path / "img") == []
+    assert headline(read_study(tmp_path / "results")) == ""
