@@ -367,6 +367,6 @@ def regimes(reader: StoreReader, run_ids: Sequence[str]) -> dict[str, str]:
         " AND list_contains(?::TEXT[], name) ORDER BY run_id, step", [list(run_ids), names])
     found = {run_id: "not measured" for run_id in run_ids}
     for run_id, rows in frame.groupby("run_id"):
-        series = {name: dict(zip(part["step"].astype(int), part["value"])) for name, part in rows.groupby("name")}
-        found[run_id] = signature.describe(signature.checks_from_series(series))
+        checks = signature.checks_from_rows(rows[["step", "name", "value"]].itertuples(index=False))
+        found[run_id] = signature.describe(checks)
     return found

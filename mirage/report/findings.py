@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from mirage.report import figures
 from mirage.core.analysis import signature as sig
-from mirage.report import regime
+from mirage.report import figures, regime
 from mirage.report.names import CHANCE, ENTROPY, GREEDY, H_COND, LENGTH, RETRIEVAL, SUCCESS
 from mirage.report.paired import paired, spearman_interval
 from mirage.report.results import Study

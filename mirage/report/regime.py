@@ -21,8 +21,7 @@ SETTINGS = {"env_options": "env options", "reference": "KL reference", "algorith
 def checks(study: Study, run_id: str) -> list[sig.RegimeCheck]:
     """The regime at each of the run's first-turn MI checks."""
     rows = study.metrics[(study.metrics["run_id"] == run_id) & study.metrics["name"].isin(sig.metric_names())]
-    series = {name: dict(zip(part["step"].astype(int), part["value"])) for name, part in rows.groupby("name")}
-    return sig.checks_from_series(series)
+    return sig.checks_from_rows(rows[["step", "name", "value"]].itertuples(index=False))
 
 
 def signature(study: Study, run_id: str) -> dict:
@@ -133,8 +132,8 @@ def pre_collapse_shares(everything: Study, runs: pd.DataFrame, sources: list[tup
                  f"{sig.FORMAT_VALID:g}" if until is not None else "at every check (no run's format broke)")
         shares.append((
             "The regulariser's share of the gradient, (||g_entropy|| + ||g_kl||) / (||g_task|| + "
-            "||g_entropy|| + ||g_kl||), per reward-std bucket (q1 lowest; all = the whole batch), mean over runs and gradient checks "
-            f"{limit} (PAPER.md section 3), from {source}; a bucket's checks without a task "
+            "||g_entropy|| + ||g_kl||), per reward-std bucket (q1 lowest; all = the whole batch), "
+            f"mean over runs and gradient checks {limit} (PAPER.md section 3), from {source}; a bucket's checks without a task "
             "gradient (no group in it with reward variance: share 1 by construction) are left out",
             table))
     return shares

@@ -50,7 +50,7 @@ def template_study(everything: Study, figure_dir: Path) -> list[Finding]:
     study = everything.of(TEMPLATE)
     if study.runs.empty:
         return []
-    runs = study.runs.assign(arm=arms(study.runs))
+    runs, unfiltered, collapsed = _gate(study)
     ends = {name: endpoint(study, name).merge(runs[["run_id", "arm"]], on="run_id")
             for name in (RETRIEVAL, H_COND, FORMAT, SUCCESS)}
 
@@ -63,8 +63,6 @@ def template_study(everything: Study, figure_dir: Path) -> list[Finding]:
         return paired({s: first[s] for s in seeds}, {s: second[s] for s in seeds})
 
     present = set(runs["arm"])
-    unfiltered = runs[runs["arm"] == NONE]
-    collapsed = regime.count_regime(study, unfiltered, sig.TEMPLATE_COLLAPSE)
     modest = regime.count_modest_template_collapse(study, unfiltered)
     gate = (f"{collapsed} of {len(unfiltered)} unfiltered seeds reached the template-collapse "
             f"signature ({sig.rule()}); {modest} of them with H(Z|X) at most "
@@ -115,9 +113,7 @@ def headline(everything: Study) -> str:
     study = everything.of(TEMPLATE)
     if study.runs.empty:
         return ""
-    runs = study.runs.assign(arm=arms(study.runs))
-    unfiltered = runs[runs["arm"] == NONE]
-    collapsed = regime.count_regime(study, unfiltered, sig.TEMPLATE_COLLAPSE)
+    _, unfiltered, collapsed = _gate(study)
     if collapsed >= GATE:
         return (f"In `{TEMPLATE}`, {collapsed} of {len(unfiltered)} unfiltered seeds reached template "
                 "collapse, so its section tests PAPER.md's remedy.")
@@ -125,6 +121,14 @@ def headline(everything: Study) -> str:
             f"chosen from every regime tried, {collapsed} of {len(unfiltered)} unfiltered seeds reached "
             f"it, below the {GATE} of 5 the study needs to test PAPER.md's remedy; its section reports "
             "what was measured instead.")
+
+
+def _gate(study: Study) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """The study's runs labelled with their arm, its unfiltered runs, and how many of those
+    reached template collapse."""
+    runs = study.runs.assign(arm=arms(study.runs))
+    unfiltered = runs[runs["arm"] == NONE]
+    return runs, unfiltered, regime.count_regime(study, unfiltered, sig.TEMPLATE_COLLAPSE)
 
 
 def _arm_order(column: pd.Series) -> pd.Series:

@@ -27,6 +27,7 @@ study's result.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -114,11 +115,21 @@ def checks_from_series(series: dict[str, dict[int, float]], scope: str = "first_
     return rows
 
 
+def checks_from_rows(rows: Iterable[tuple[int, str, float]], scope: str = "first_turn") -> list[RegimeCheck]:
+    """:func:`checks_from_series` from one run's metrics in long format, (step, name,
+    value) rows as the store, the app's queries and the report's frames hold them; rows of
+    other metrics are ignored."""
+    names = set(metric_names(scope))
+    series: dict[str, dict[int, float]] = {}
+    for step, name, value in rows:
+        if name in names:
+            series.setdefault(name, {})[int(step)] = float(value)
+    return checks_from_series(series, scope)
+
+
 def run_checks(store: MetricSource, run_id: str, scope: str = "first_turn") -> list[RegimeCheck]:
     """The regime at each of a stored run's MI checks (none when it logged no MI)."""
-    series = {name: {step: value for step, _, value in store.metrics(run_id, name)}
-              for name in metric_names(scope)}
-    return checks_from_series(series, scope)
+    return checks_from_rows((row for name in metric_names(scope) for row in store.metrics(run_id, name)), scope)
 
 
 def first_entries(checks: list[RegimeCheck]) -> dict[str, int]:
