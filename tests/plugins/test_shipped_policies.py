@@ -15,7 +15,7 @@ from mirage.core.run.loop import execute
 from mirage.core.run.validate import build_config
 from mirage.core.store.run_store import RunStore
 from mirage.plugins.backend_local import shipped
-from mirage.plugins.backend_local.options import LocalOptions
+from mirage.plugins.backend_local.options import WARM_START_SHAPE, LocalOptions
 from mirage.plugins.backend_local.warmstart import cache_key, warm_start
 
 REBUILD_MINUTES = {"sokoban": 16, "frozenlake": 11}  # one torch thread, this machine's kind
@@ -53,7 +53,11 @@ def test_a_shipped_policy_records_where_it_came_from_and_how_good_it_is(env):
     provenance = record["provenance"]
     assert provenance["command"].startswith(f"core warmstart {env}")
     assert provenance["commit"] and provenance["built_at"]
-    assert provenance["settings"]["model_options"] == LocalOptions().model_dump(mode="json")
+    # built at the defaults: every setting it recorded (options added since, such as the KL
+    # reference's, play no part in a warm start) and every one that shapes a warm start
+    recorded, defaults = provenance["settings"]["model_options"], LocalOptions().model_dump(mode="json")
+    assert set(WARM_START_SHAPE) <= set(recorded) <= set(defaults)
+    assert recorded == {name: defaults[name] for name in recorded}
     quality = provenance["quality"]
     assert 0 < quality["validation_success"] <= 1 and quality["validation_episodes"] >= 128
     # the warm start reads its prompt: first-turn retrieval far above chance
