@@ -152,6 +152,7 @@ RUN_OPTIONS: tuple[ConfigOption, ...] = (
     ConfigOption("--parallel", "model.parallel"),
     ConfigOption("--prompts", "rollout.prompts"),
     ConfigOption("--group-size", "rollout.group_size"),
+    ConfigOption("--temperature", "rollout.temperature"),
     ConfigOption("--lr", "algorithm.lr"),
     ConfigOption("--entropy-coef", "algorithm.entropy_coef"),
     ConfigOption("--kl-coef", "algorithm.kl_coef"),
@@ -171,6 +172,9 @@ def options(*flags: str) -> tuple[ConfigOption, ...]:
 
 
 PREFLIGHT_OPTIONS = options("--env", "--env-opt", "--seed", "--model", "--prompts", "--group-size")
+# core probe (mirage/probe/commands.py) takes --model its own way: repeatable, and RUN@STEP
+PROBE_OPTIONS = options("--env", "--env-opt", "--seed", "--backend", "--prompts", "--group-size",
+                        "--temperature")
 
 
 @dataclass(frozen=True)

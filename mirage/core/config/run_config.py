@@ -75,7 +75,7 @@ class RolloutConfig(_Section):
 
     prompts: int = Field(8, ge=1, description="P, prompt groups per iteration")
     group_size: int = Field(16, ge=1, description="G, rollouts per prompt")
-    temperature: float = Field(1.0, gt=0)
+    temperature: float = Field(1.0, gt=0, description="sampling temperature of the training rollouts")
     top_p: float = Field(
         1.0, gt=0, le=1, description="nucleus sampling for training rollouts (1: off); "
         "validation always samples plainly at its own temperature"
@@ -354,6 +354,8 @@ class RunConfig(_Section):
         0, ge=0, le=MAX_SEED, description="the run's seed (prompts, sampling, updates; the warm "
         "start has its own, model.options.warmstart_seed)")
     checkpoint_every: int = Field(5, ge=1)
+    checkpoint_keep: int = Field(
+        1, ge=0, description="checkpoints kept, the newest first (0: every one); `core probe --model RUN@STEP` can probe any kept step")
     # ---- the loop's, after filtering (docs/filters.md)
     loss_scaling: Literal["none", "linear", "sqrt"] = Field(
         "none", description="multiply advantages by the kept share of trajectories (linear) "

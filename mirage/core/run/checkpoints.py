@@ -2,7 +2,7 @@
 
 The policy (the backend's ``save``) and the plugins' ``run.state`` are checkpointed every
 ``checkpoint_every`` steps and at the last step, in ``checkpoints/RUN_ID/step-NNNNNN``
-beside the run store; only the newest is kept. A crash loses at most the steps since it,
+beside the run store; the newest ``checkpoint_keep`` are kept (all with 0). A crash loses at most the steps since it,
 and a resume restores it and recomputes the steps after it, so no row is stored twice.
 """
 
@@ -36,16 +36,18 @@ def _saved(root: Path) -> list[Path]:
 
 
 def save_checkpoint(run: RunSession, root: Path, step: int) -> None:
-    """Save the policy and ``run.state`` as the checkpoint of ``step``; drop older ones."""
+    """Save the policy and ``run.state`` as the checkpoint of ``step``; drop the older ones
+    beyond ``checkpoint_keep``."""
     target = root / f"step-{step:06d}"
     tmp = root / f".tmp-{step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
     run.backend.save(tmp)
     (tmp / "session.json").write_text(json.dumps({"step": step, "state": run.state}))
     tmp.rename(target)  # a checkpoint exists whole or not at all
-    for old in _saved(root):
-        if old != target:
-            shutil.rmtree(old, ignore_errors=True)
+    keep = run.config.checkpoint_keep
+    older = [old for old in _saved(root) if old != target]
+    for old in older[: max(len(older) - keep + 1, 0)] if keep else []:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def latest_checkpoint(root: Path) -> int | None:

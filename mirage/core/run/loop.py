@@ -94,15 +94,15 @@ def timed(timings: dict[str, float], name: str) -> Iterator[None]:
     timings[f"time/{name}"] = time.perf_counter() - mark
 
 
-def run_step(run: RunSession, step: int) -> tuple[dict[str, float], Batch]:
-    """One iteration: rollout -> score -> diagnose -> filter -> update; returns the step's
-    metrics (each stage's time among them) and its batch. Step 0 measures the starting
-    policy: it ends after diagnose."""
+def measure_step(run: RunSession, step: int) -> tuple[dict[str, float], dict[str, float], Batch]:
+    """Rollout -> score -> diagnose of step ``step``'s batch (its prompts and sampling
+    seeded from the run seed and the step alone); returns the metrics, the stages' times
+    and the batch. The policy is left as it was: step 0 of a run, and every batch of
+    ``core probe``, is this alone."""
     cfg = run.config
     run.step = step
-    run.world.drain_communication()  # what the step itself exchanges is counted below
+    run.world.drain_communication()  # what the step itself exchanges is counted by the caller
     torch.manual_seed(int(np.random.SeedSequence([cfg.seed, step, 1]).generate_state(1)[0]))
-    started = time.perf_counter()
     timings: dict[str, float] = {}
     with timed(timings, "rollout"):
         batch = make_batch(step, step_seeds(cfg.seed, step, cfg.rollout.prompts), cfg.rollout.group_size,
@@ -112,7 +112,15 @@ def run_step(run: RunSession, step: int) -> tuple[dict[str, float], Batch]:
     with timed(timings, "score"):
         score_batch(run, batch)
     # Diagnostics see the whole batch under the policy that sampled it (PAPER.md section 6).
-    metrics = batch_metrics(batch, "train") | diagnose(run, batch)
+    return batch_metrics(batch, "train") | diagnose(run, batch), timings, batch
+
+
+def run_step(run: RunSession, step: int) -> tuple[dict[str, float], Batch]:
+    """One iteration: rollout -> score -> diagnose -> filter -> update; returns the step's
+    metrics (each stage's time among them) and its batch. Step 0 measures the starting
+    policy: it ends after diagnose."""
+    started = time.perf_counter()
+    metrics, timings, batch = measure_step(run, step)
     if step == 0:
         return metrics | timings | _communication(run), batch
     with timed(timings, "filter"):

@@ -18,6 +18,7 @@ from transformers import (
 )
 
 from mirage.core.config.paths import checkpoint_problem
+from mirage.core.errors import ConfigError
 from mirage.plugins.backend_local.options import LocalOptions
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -72,15 +73,21 @@ def _saved_as_plain_tokenizers(path: str) -> bool:
 
 
 def load_pretrained(path: str):
-    """Model and tokenizer from a checkpoint directory or hub id."""
-    if _saved_as_plain_tokenizers(path):
-        # AutoTokenizer swaps in the model family's own tokenizer class for some model
-        # types (Qwen2 among them), which would re-tokenize a locally built vocabulary.
-        tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
-    else:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-    with _BUILDING:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    """Model and tokenizer from a checkpoint directory or hub id; ConfigError (one line)
+    when neither the hub nor its cache has it."""
+    try:
+        if _saved_as_plain_tokenizers(path):
+            # AutoTokenizer swaps in the model family's own tokenizer class for some model
+            # types (Qwen2 among them), which would re-tokenize a locally built vocabulary.
+            tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(path)
+        with _BUILDING:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    except OSError as error:  # not on the hub, no network and not cached, no such repo
+        reason = " ".join(str(error).split())
+        reason = reason if len(reason) <= 240 else reason[:237] + "..."
+        raise ConfigError(f"--model {path!r}: cannot load it ({reason})") from None
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
