@@ -23,6 +23,7 @@ COMMAND_PLUGINS = (
     "mirage.flows.commands",   # sweep, sweeps, serve
     "mirage.report.commands",  # report
     "mirage.app.commands",     # app
+    "mirage.probe.commands",   # probe
     "mirage.plugins.backend_local.commands",  # warmstart
 )
 

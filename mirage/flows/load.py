@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mirage.core.run.records import git_commit
+from mirage.core.store.labels import PROBE_TAG
 from mirage.core.store.run_store import RunStore, new_run_id
 from mirage.flows.cells import CELL_DB, CellSpec, cell_dir, read_outcome
 from mirage.flows.summary import SUMMARY_METRICS
@@ -21,9 +22,10 @@ REUSABLE = ("finished", "stopped")
 
 def completed_runs(store: RunStore) -> dict[str, str]:
     """config hash (as stored with each run) -> id of a finished (or stopped) run, the
-    latest per hash: the cache."""
+    latest per hash: the cache. A stored probe (tagged PROBE_TAG) trained nothing and is
+    never a cell's result."""
     return {row["config_hash"]: row["run_id"] for row in store.list_runs()
-            if row["status"] in REUSABLE}
+            if row["status"] in REUSABLE and PROBE_TAG not in (row.get("tags") or [])}
 
 
 def ran_before(root: Path, spec: CellSpec) -> bool:

@@ -19,7 +19,7 @@ import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-UPPER_FLOORS = ("mirage.flows", "mirage.report", "mirage.app")
+UPPER_FLOORS = ("mirage.flows", "mirage.report", "mirage.app", "mirage.probe", "mirage.integrations")
 # core's parts, lowest floor first; parts on one floor do not import each other
 CORE_FLOORS = (("errors",), ("config", "parallel"), ("rl", "store"), ("analysis", "plugin_api"), ("run",), ("cli",))
 

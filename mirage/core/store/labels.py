@@ -13,6 +13,8 @@ from mirage.core.errors import ConfigError
 LIMITS = {"name": 100, "tag": 64, "note": 10_000}
 # Control characters a note may hold (it may have lines); names and tags hold none.
 NOTE_CONTROLS = frozenset("\n\t")
+# The tag of a stored probe (core probe): a policy measured, nothing trained.
+PROBE_TAG = "probe"
 
 
 def check_label(kind: str, value: str) -> str:
