@@ -29,7 +29,7 @@ from mirage.plugins.backend_local.model import build_tiny_model  # noqa: E402
 from mirage.plugins.backend_local.options import LocalOptions  # noqa: E402
 from mirage.plugins.backend_local.tokenizer import build_word_tokenizer  # noqa: E402
 from mirage.plugins.diagnostics.mi import mi_proxies  # noqa: E402
-from mirage.plugins.filters.rules import top_k_indices, top_p_indices  # noqa: E402
+from mirage.plugins.filters.rules import top_k_indices, top_p_indices, trajectory_indices  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = "go left right up down one two three four five the a is at".split()
@@ -169,6 +169,16 @@ def test_the_kept_groups_are_mirages_own_selection(idle_trainer, filter_name, rh
     assert output["num_items_in_batch"] == before["completion_mask"][kept_rows].sum()
     assert metrics["filter/kept_ratio"] == len(expected) / len(RETURNS)
     assert metrics["filter/kept_trajectories"] == GROUP * len(expected)
+
+
+def test_a_trajectory_level_selection_maps_onto_its_rows(idle_trainer):
+    idle_trainer.mirage_filter = build_filter(MirageOptions(filter="trajectory", rho=0.5))
+    rewards = torch.tensor([r for group in RETURNS for r in group])[:, None]
+    output = step_output(len(rewards))
+    idle_trainer.filter_rows(output, rewards)
+    expected = [k in trajectory_indices(group, 0.5) for group in RETURNS for k in range(GROUP)]
+    assert (output["completion_mask"].sum(1) > 0).tolist() == expected
+    assert not all(expected)
 
 
 def test_weighted_rewards_are_summed_before_ranking(idle_trainer):
