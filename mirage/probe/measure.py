@@ -10,6 +10,7 @@ prompts batch by batch: the batches pair them.
 from __future__ import annotations
 
 import copy
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,7 +66,8 @@ class Probe:
         return [m[name] for m in self.metrics if name in m]
 
     def mean(self, name: str) -> float:
-        found = self.values(name)
+        """Mean over the batches where ``name`` is defined (NaN: undefined in all)."""
+        found = [v for v in self.values(name) if not math.isnan(v)]
         return statistics.fmean(found) if found else float("nan")
 
     def merged(self) -> dict[str, float]:
@@ -100,8 +102,8 @@ def probe_policy(config: RunConfig, batches: int, label: str, *, plugins: Plugin
     probe.facts = session.backend.prepare(session.env_cls, cache_dir(), progress=progress)
     for index in tqdm(range(batches), desc=f"probe {label}", unit="batch", disable=not progress,
                       leave=False):
-        metrics, _, batch = measure_step(session, index)
-        probe.metrics.append(metrics | reward_metrics(batch))
+        metrics, timings, batch = measure_step(session, index)
+        probe.metrics.append(metrics | timings | reward_metrics(batch))
         probe.variances.append([g.reward_variance for g in batch.groups])
         if index == 0:
             probe.first_batch = batch

@@ -11,6 +11,7 @@ batch's values. Its config is the probe's; sweeps never take a probe for a train
 from __future__ import annotations
 
 import json
+import math
 
 from mirage.core.plugin_api.manager import Plugins
 from mirage.core.run.loop import group_rows, rollout_rows
@@ -35,7 +36,9 @@ def store_probe(store: RunStore, probe: Probe, plugins: Plugins) -> str:
                           f"{config.rollout.group_size}, nothing trained")
     store.record_event(run_id, 0, "backend", json.dumps(probe.facts, default=str))
     store.record_event(run_id, 0, "probe", json.dumps(
-        {"model": probe.label, "batches": batches, "per_batch": probe.metrics}, default=str))
+        {"model": probe.label, "batches": batches,
+         "per_batch": [{name: None if math.isnan(value) else value for name, value in metrics.items()}
+                       for metrics in probe.metrics]}, default=str))
     assert probe.first_batch is not None
     store.record_step(run_id, 0, probe.merged(), group_rows(probe.first_batch),
                       rollout_rows(probe.first_batch, config.rollout.stored_trajectories))
