@@ -16,8 +16,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-trl = pytest.importorskip("trl")
-
+import trl  # the test extra installs it: a missing TRL fails here rather than skipping
 from datasets import Dataset  # noqa: E402
 from trl import GRPOConfig  # noqa: E402
 
