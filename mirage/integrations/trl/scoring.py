@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from mirage.plugins.diagnostics.cross_scoring import assign_columns
+
 
 @dataclass
 class CrossScores:
@@ -21,13 +23,6 @@ class CrossScores:
     logprobs: torch.Tensor
     lengths: torch.Tensor
     owners: torch.Tensor
-
-
-def distinct_columns(prompts: list[list[int]]) -> tuple[list[list[int]], list[int]]:
-    """The distinct prompts (token ids) in first-seen order, and each row's column."""
-    index: dict[tuple[int, ...], int] = {}
-    owners = [index.setdefault(tuple(ids), len(index)) for ids in prompts]
-    return [list(ids) for ids in index], owners
 
 
 @torch.no_grad()
@@ -62,7 +57,7 @@ def cross_score(model: torch.nn.Module, prompts: list[list[int]], prefixes: list
     Row n under column j is scored after ``prompts[j] + prefixes[n]``. None when fewer
     than two prompts or no reasoning remain. The model runs in eval mode (no dropout)
     and gets its mode back."""
-    columns, owners = distinct_columns(prompts)
+    columns, owners = assign_columns(prompts)
     rows = [n for n, z in enumerate(reasonings) if z]
     if len(columns) < 2 or not rows:
         return None
