@@ -169,3 +169,15 @@ def test_the_probe_config_keeps_what_a_run_would_sample():
     run = build_config({"env": {"name": "sokoban"}, "seed": 3})
     assert config.rollout == run.rollout and config.env == run.env and config.seed == run.seed
     assert config.diagnostics.names == ["mi", "reward"] and config.diagnostics.every == 1
+
+
+def test_a_stored_probe_is_never_a_sweep_cells_result(tmp_path):
+    """A probe's config is a run config; a sweep must not take it for a trained cell."""
+    from mirage.flows.load import completed_runs
+
+    store = RunStore(tmp_path / "runs.duckdb")
+    config = build_config({"env": {"name": "frozenlake"}}).model_dump(mode="json")
+    for run_id, tags in (("trained", ()), ("probed", (PROBE_TAG,))):
+        store.create_run(run_id, config, [], None, tags=tags)
+        store.set_status(run_id, "finished")
+    assert completed_runs(store) == {store.get_run("trained")["config_hash"]: "trained"}

@@ -355,7 +355,8 @@ class RunConfig(_Section):
         "start has its own, model.options.warmstart_seed)")
     checkpoint_every: int = Field(5, ge=1)
     checkpoint_keep: int = Field(
-        1, ge=0, description="checkpoints kept, the newest first (0: every one); `core probe --model RUN@STEP` can probe any kept step")
+        1, ge=0, description="checkpoints kept, the newest first (0: every one); "
+        "`core probe --model RUN@STEP` can probe any kept step")
     # ---- the loop's, after filtering (docs/filters.md)
     loss_scaling: Literal["none", "linear", "sqrt"] = Field(
         "none", description="multiply advantages by the kept share of trajectories (linear) "

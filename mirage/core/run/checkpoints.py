@@ -2,8 +2,9 @@
 
 The policy (the backend's ``save``) and the plugins' ``run.state`` are checkpointed every
 ``checkpoint_every`` steps and at the last step, in ``checkpoints/RUN_ID/step-NNNNNN``
-beside the run store; the newest ``checkpoint_keep`` are kept (all with 0). A crash loses at most the steps since it,
-and a resume restores it and recomputes the steps after it, so no row is stored twice.
+beside the run store; the newest ``checkpoint_keep`` are kept (all with 0). A crash loses
+at most the steps since the newest, and a resume restores it and recomputes the steps
+after it, so no row is stored twice.
 """
 
 from __future__ import annotations
