@@ -9,13 +9,13 @@ from typing import Optional
 
 import typer
 
-from mirage.core.cli.common import DB_HELP, check_paths, fail, settings
+from mirage.core.cli.common import DB_HELP, check_paths, check_readable_store, fail, settings
 from mirage.core.cli.run_options import PROBE_OPTIONS, GivenOptions, with_config_options
 from mirage.core.config.overrides import assign
 from mirage.core.errors import ConfigError
 from mirage.core.plugin_api.hookspecs import hookimpl
 from mirage.core.store.run_store import RunStore, default_db_path
-from mirage.probe.checkpoints import resolve_model
+from mirage.probe.checkpoints import is_run_step, resolve_model
 
 MODEL_HELP = ("a Hugging Face causal LM (checkpoint directory or hub id), or RUN@STEP: a stored "
               "run's checkpoint at that step (in --db); twice to compare two policies on the same "
@@ -50,8 +50,14 @@ def probe(
 
     if len(model) > 2:
         fail(f"--model given {len(model)} times; a probe compares at most two policies")
+    reads = any(is_run_step(value) for value in model)
+    if db is not None and not (store or reads):
+        fail("--db names the store --model RUN@STEP reads and --store writes; neither is given")
     target = db if db is not None else default_db_path()
-    check_paths(target if store else None, None)
+    if store:
+        check_paths(target, None)
+    elif reads:
+        check_readable_store(target)
     try:
         data: dict = {}
         given.apply(data)

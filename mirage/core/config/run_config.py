@@ -28,6 +28,7 @@ MAX_BATCH_TRAJECTORIES = 65_536
 MAX_NEW_TOKENS = 32_768
 # Steps are stored in 32-bit INTEGER columns.
 MAX_STEPS = 2**31 - 1
+MAX_TEMPERATURE = 100.0  # far past uniform sampling: a larger value is a typo
 # A learning rate above 1 (Adam's step is about lr per weight) or a loss coefficient above
 # 1000 only turns the policy into NaNs within a step: refused up front instead.
 MAX_LR = 1.0
@@ -75,7 +76,7 @@ class RolloutConfig(_Section):
 
     prompts: int = Field(8, ge=1, description="P, prompt groups per iteration")
     group_size: int = Field(16, ge=1, description="G, rollouts per prompt")
-    temperature: float = Field(1.0, gt=0, description="sampling temperature of the training rollouts")
+    temperature: float = Field(1.0, gt=0, le=MAX_TEMPERATURE, description="sampling temperature of the training rollouts")
     top_p: float = Field(
         1.0, gt=0, le=1, description="nucleus sampling for training rollouts (1: off); "
         "validation always samples plainly at its own temperature"
@@ -270,7 +271,7 @@ class ValidationConfig(_Section):
     episodes: int = Field(
         128, ge=1, le=MAX_BATCH_TRAJECTORIES, description="fixed validation episodes (about "
         "+-0.04 of success at 128; the studies in registry.yaml use 256)")
-    temperature: float = Field(0.5, gt=0)
+    temperature: float = Field(0.5, gt=0, le=MAX_TEMPERATURE)
     greedy: bool = True
     seed: int = Field(1_000_003, ge=0, le=MAX_SEED)
 
