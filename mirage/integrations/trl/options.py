@@ -7,11 +7,14 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from mirage.core.config.run_config import FilterConfig
+
 # Z is the text between the tags, and the format is valid when the answer follows
 # (MIRAGE's own turn format, docs/writing-an-environment.md).
 DEFAULT_REASONING = r"<think>(.*?)</think>\s*<answer>.*?</answer>"
 
 ReasoningRule = str | Callable[[str], str | None]
+_FILTER = FilterConfig.model_fields
 
 
 class MirageOptions(BaseModel):
@@ -27,11 +30,13 @@ class MirageOptions(BaseModel):
 
     every: int = Field(5, ge=1, description="diagnose the generation that feeds every every-th step")
     filter: str = Field("none", description="a registered MIRAGE filter (docs/filters.md): none, top_p, top_k, ...")
-    rho: float = Field(0.9, gt=0, le=1, description="the filter's rho (filter.rho of a MIRAGE run)")
-    score: Literal["variance", "std"] = Field("variance", description="what ranking filters rank groups by")
-    include_zero: bool = Field(False, description="ranking filters may keep groups whose rewards are all equal")
-    keep: Literal["largest", "smallest"] = Field("largest", description="keep the best- or worst-ranked groups")
-    filter_options: dict[str, Any] = Field(default_factory=dict, description="the filter's own options")
+    # the filter's shared settings are a MIRAGE run's (filter section): one set of bounds,
+    # defaults and choices
+    rho: float = _FILTER["rho"]
+    score: Literal["variance", "std"] = _FILTER["score"]
+    include_zero: bool = _FILTER["include_zero"]
+    keep: Literal["largest", "smallest"] = _FILTER["keep"]
+    filter_options: dict[str, Any] = _FILTER["options"]
     reasoning: ReasoningRule = Field(DEFAULT_REASONING, description="a regex (group 1: Z) or a function")
     score_batch_size: int = Field(16, ge=1, description="(prompt, reasoning) pairs per scoring forward")
     zscore_epsilon: float = Field(1e-3, gt=0, description="MI-ZScore: added to std(marginal)")
