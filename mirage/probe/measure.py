@@ -22,6 +22,7 @@ from mirage.core.config.run_config import RunConfig
 from mirage.core.errors import ConfigError
 from mirage.core.plugin_api.manager import Plugins, build_plugins
 from mirage.core.rl.batch import Batch
+from mirage.core.rl.returns import variance_spread
 from mirage.core.run import threads
 from mirage.core.run.loop import cache_dir, measure_step, open_session
 from mirage.core.run.validate import parse_config, validate_config
@@ -84,7 +85,7 @@ def reward_metrics(batch: Batch) -> dict[str, float]:
     return {
         "probe/rv_mean": mean,
         "probe/rv_zero_share": sum(v == 0 for v in variances) / len(variances),
-        "probe/rv_cv": statistics.pstdev(variances) / mean if mean > 0 else float("nan"),
+        "probe/rv_cv": variance_spread(variances),
     }
 
 

@@ -18,6 +18,7 @@ tolerance lives. A group it calls equal has variance, std and advantage exactly 
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Iterable
 
 # Relative tolerance of "equal returns": max - min <= RETURN_TOLERANCE * max(1, |mean|).
@@ -60,3 +61,11 @@ def group_variance(returns: list[float]) -> float:
         return 0.0
     mean = math.fsum(returns) / len(returns)
     return math.fsum((x - mean) ** 2 for x in returns) / (len(returns) - 1)
+
+
+def variance_spread(variances: list[float]) -> float:
+    """Std(RV)/Mean(RV) over a batch's groups (population std), PAPER.md section 4's
+    pre-flight predictor of whether reward-variance filtering helps; NaN when no group has
+    reward variance (or there are none)."""
+    mean = statistics.fmean(variances) if variances else 0.0
+    return statistics.pstdev(variances) / mean if mean > 0 else math.nan

@@ -21,6 +21,7 @@ from typing import Any
 from mirage.core.config.run_config import RunConfig
 from mirage.core.errors import ConfigError
 from mirage.core.plugin_api.manager import Plugins, build_plugins
+from mirage.core.rl.returns import variance_spread
 from mirage.core.run import threads
 from mirage.core.run.validate import validate_config
 
@@ -47,7 +48,7 @@ def predict(variances: list[float], threshold: float = CV_THRESHOLD) -> Verdict:
                        "every prompt has zero reward variance, so no update has a task signal; "
                        "top_p without --include-zero would keep nothing (try more samples per "
                        "prompt, a stronger warm start or an easier setting)")
-    cv = statistics.pstdev(variances) / mean
+    cv = variance_spread(variances)
     zero = sum(v == 0 for v in variances)
     if cv > threshold:
         return Verdict(True, HELPS,
@@ -85,7 +86,7 @@ class PreflightReport:
     @property
     def rv_cv(self) -> float:
         """Std(RV)/Mean(RV), population std; NaN when every RV is 0."""
-        return self.rv_std / self.rv_mean if self.rv_mean > 0 else math.nan
+        return variance_spread(self.variances)
 
     @property
     def zero_variance_share(self) -> float:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import math
-import statistics
-
 from mirage.core.rl.batch import Batch
+from mirage.core.rl.returns import variance_spread
 
 
 def selection_metrics(batch: Batch, scores: list[float], kept: list[int],
@@ -15,7 +13,6 @@ def selection_metrics(batch: Batch, scores: list[float], kept: list[int],
     share is ``filter/kept_score_mass``, whatever the filter ranked by."""
     kept_samples = kept_samples or {}
     variances = [g.reward_variance for g in batch.groups]
-    mean_rv = statistics.fmean(variances) if variances else math.nan
     total = sum(scores)
     return {
         "filter/kept_groups": float(len(kept)),
@@ -25,5 +22,5 @@ def selection_metrics(batch: Batch, scores: list[float], kept: list[int],
         "filter/kept_score_mass": sum(scores[i] for i in kept) / total if total > 0 else 0.0,
         "filter/zero_variance_groups": float(sum(v == 0 for v in variances)),
         # PAPER.md section 4: the pre-flight predictor, Std(RV) / Mean(RV)
-        "filter/rv_cv": statistics.pstdev(variances) / mean_rv if mean_rv > 0 else math.nan,
+        "filter/rv_cv": variance_spread(variances),
     }
