@@ -13,7 +13,7 @@ from typing import Any
 from mirage.core.config.nested import MISSING, lookup
 from mirage.core.config.overrides import assign
 from mirage.core.errors import ConfigError
-from mirage.core.run.checkpoints import checkpoint_root
+from mirage.core.run.checkpoints import checkpoint_root, saved_steps
 from mirage.core.store.file import unreadable_problem
 from mirage.core.store.run_index import find_run
 from mirage.core.store.run_store import RunStore
@@ -50,13 +50,13 @@ def resolve_model(value: str, db: Path, data: dict[str, Any]) -> tuple[str | Non
         started = lookup(stored, "model.path")
         return (None if started is MISSING else started), label
     root = checkpoint_root(db, run["run_id"])
-    saved = sorted(int(p.name.removeprefix("step-")) for p in root.glob("step-*") if (p / "policy").is_dir())
+    saved = {found: path / "policy" for found, path in saved_steps(root).items() if (path / "policy").is_dir()}
     if int(step) not in saved:
         listed = ", ".join(map(str, [0, *saved]))
         raise ConfigError(f"--model {value!r}: run {run['run_id']} has no checkpoint at step {int(step)}; "
                           f"steps to probe: {listed} (0: the policy it started from; a run keeps its "
                           "newest checkpoint_keep checkpoints)")
-    return str(root / f"step-{int(step):06d}" / "policy"), label
+    return str(saved[int(step)]), label
 
 
 def _fill(data: dict[str, Any], section: str, stored: dict[str, Any]) -> None:

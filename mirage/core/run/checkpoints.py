@@ -36,10 +36,20 @@ def _saved(root: Path) -> list[Path]:
     return sorted(root.glob("step-*"))
 
 
+def checkpoint_dir(root: Path, step: int) -> Path:
+    """Where the checkpoint of ``step`` lives under ``root``."""
+    return root / f"step-{step:06d}"
+
+
+def saved_steps(root: Path) -> dict[int, Path]:
+    """Step -> folder of each whole checkpoint under ``root``, oldest first."""
+    return {int(path.name.removeprefix("step-")): path for path in _saved(root)}
+
+
 def save_checkpoint(run: RunSession, root: Path, step: int) -> None:
     """Save the policy and ``run.state`` as the checkpoint of ``step``; drop the older ones
     beyond ``checkpoint_keep``."""
-    target = root / f"step-{step:06d}"
+    target = checkpoint_dir(root, step)
     tmp = root / f".tmp-{step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
     run.backend.save(tmp)
@@ -53,8 +63,7 @@ def save_checkpoint(run: RunSession, root: Path, step: int) -> None:
 
 def latest_checkpoint(root: Path) -> int | None:
     """The step of the newest whole checkpoint under ``root``, or None."""
-    found = _saved(root)
-    return int(found[-1].name.removeprefix("step-")) if found else None
+    return max(saved_steps(root), default=None)
 
 
 def restore_checkpoint(run: RunSession, root: Path, planned: int) -> int:
