@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from scipy import stats
 
-from mirage.core.analysis.signature import classify
+from mirage.core.analysis.signature import classify, entropy_ratio
 from mirage.probe.measure import Probe
 from mirage.report.paired import CONFIDENCE, Paired, paired
 
@@ -80,7 +80,7 @@ def regime(probe: Probe, baseline: Probe) -> Regime | None:
     valid = probe.mean(f"{FIRST}format_valid")
     if any(math.isnan(v) for v in (retrieval, chance, h_cond, start, valid)):
         return None
-    ratio = h_cond / start if start > 0 else (1.0 if h_cond == 0 else math.inf)
+    ratio = entropy_ratio(h_cond, start)
     return Regime(classify(retrieval, chance, ratio, valid), retrieval, chance, ratio, valid)
 
 

@@ -81,6 +81,14 @@ def classify(retrieval: float, chance: float, h_ratio: float, format_valid: floa
     return DIVERSE if healthy else COMPRESSED
 
 
+def entropy_ratio(h_cond: float, start: float) -> float:
+    """H(Z|X) over its start, the ratio :func:`classify` reads (a start of 0 makes every
+    ratio infinite, degeneration, unless H stays 0)."""
+    if start > 0:
+        return h_cond / start
+    return 1.0 if h_cond == 0 else float("inf")
+
+
 @dataclass(frozen=True)
 class RegimeCheck:
     """One MI check of a run and the regime it was in."""
@@ -109,7 +117,7 @@ def checks_from_series(series: dict[str, dict[int, float]], scope: str = "first_
     start = h_cond[steps[0]]
     rows = []
     for step in steps:
-        ratio = h_cond[step] / start if start > 0 else (1.0 if h_cond[step] == 0 else float("inf"))
+        ratio = entropy_ratio(h_cond[step], start)
         rows.append(RegimeCheck(step, retrieval[step], chance[step], ratio, valid[step],
                                 classify(retrieval[step], chance[step], ratio, valid[step])))
     return rows
