@@ -11,6 +11,7 @@ and allowlist would drop ``core sweep``, and a change would need a reinstall to 
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Sequence
 
 import typer
@@ -18,6 +19,7 @@ import typer
 from mirage.core.cli.program import build_cli
 from mirage.core.errors import ConfigError
 from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.plugin_api.moved import MirageDeprecationWarning
 
 COMMAND_PLUGINS = (
     "mirage.flows.commands",   # sweep, sweeps, serve
@@ -35,6 +37,9 @@ def cli(extra: Sequence[tuple[str, object]] = ()) -> typer.Typer:
 
 
 def main() -> None:
+    # a plugin on an old path or constructor is told so once (Python hides DeprecationWarning
+    # outside __main__ by default)
+    warnings.filterwarnings("default", category=MirageDeprecationWarning)
     plugins = build_plugins(builtins=COMMAND_PLUGINS)
     try:
         program = build_cli(plugins)

@@ -2,18 +2,40 @@
 # Creates .venv (if missing) and installs MIRAGE with its test extras.
 # constraints.txt pins torch to the CPU build and keeps veRL's transformers range,
 # so no dependency can pull a multi-GB CUDA torch.
+# --test: also what the test suite needs outside Python: Debian's chromium, for the app's
+# end-to-end tests in a real browser (tests/app/test_app_browser.py). The main job needs no
+# browser, so the plain install leaves it out.
 # --gpu (GPU machines only, docs/gpu.md): the same install plus the `gpu` extra (vLLM) under
 # constraints-gpu.txt, which takes the CUDA build of torch (several GB of wheels).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONSTRAINTS=constraints.txt
 EXTRAS=test
-[ $# -le 1 ] || { echo "error: too many arguments (usage: bash scripts/install.sh [--gpu])" >&2; exit 2; }
-case "${1-}" in
-    "") ;;
-    --gpu) CONSTRAINTS=constraints-gpu.txt EXTRAS=test,gpu ;;
-    *) echo "error: unknown option '$1' (usage: bash scripts/install.sh [--gpu])" >&2; exit 2 ;;
-esac
+BROWSER=no
+usage="usage: bash scripts/install.sh [--test] [--gpu]"
+seen=" "
+for option in "$@"; do
+    case "$seen" in *" $option "*) echo "error: '$option' given twice ($usage)" >&2; exit 2 ;; esac
+    seen="$seen$option "
+    case "$option" in
+        --gpu) CONSTRAINTS=constraints-gpu.txt EXTRAS=test,gpu ;;
+        --test) BROWSER=yes ;;
+        *) echo "error: unknown option '$option' ($usage)" >&2; exit 2 ;;
+    esac
+done
+if [ "$BROWSER" = yes ] && ! command -v chromium >/dev/null 2>&1; then
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || {
+            echo "error: Debian's chromium is missing and installing it needs root (apt-get install chromium)" >&2
+            exit 1
+        }
+        SUDO="sudo"
+    fi
+    echo "installing Debian's chromium for the browser tests (about a minute)"
+    $SUDO apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q chromium >/dev/null
+fi
 PYTHON="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip

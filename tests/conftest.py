@@ -10,6 +10,10 @@
 * ``old_store(version)`` copies the fixture store of a shipped schema version to tmp_path.
 * ``contents(store)`` is everything a store's public reads return (to compare before
   and after an operation that must change nothing).
+* Under pytest-xdist (the README's ``pytest`` runs ``-n auto``), each worker computes with
+  one torch thread (``OMP_NUM_THREADS=1`` for the processes it starts), so two workers
+  never oversubscribe two cores; ``MIRAGE_CACHE`` and the builds of ``build_once`` are
+  shared by the workers of one run (each under a file lock), everything else is per test.
 * ``cli(*args)`` runs the ``core`` command line in a subprocess and returns
   ``(returncode, stdout, stderr)``; ``cli_argv(*args)`` is its argument list, for tests
   that start the process themselves.
@@ -29,8 +33,11 @@ from typing import Callable
 
 import pytest
 import yaml
+from filelock import FileLock
 
 from mirage.core.config.presets import TINY
+
+pytest_plugins = ("slow_guard",)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,12 +50,51 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "plugin_autoload: do not set MIRAGE_DISABLE_PLUGIN_AUTOLOAD for this test"
     )
+    if hasattr(config, "workerinput"):  # an xdist worker: one core's worth of threads each
+        for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ[variable] = "1"
+        import torch
+
+        torch.set_num_threads(1)
+
+
+def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory every worker of this test run shares (the run's base temporary
+    directory; each xdist worker's own lies below it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def build_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], object]) -> Path:
+    """``shared_root/name``, built by ``build(directory)`` once per test run: the first
+    worker to ask builds it under a file lock, the others wait and reuse it. ``build``
+    returns JSON-able data kept beside it (read back with ``built_data``)."""
+    import json
+
+    root = shared_root(tmp_path_factory)
+    target, done = root / name, root / f"{name}.done.json"
+    with FileLock(str(root / f"{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir(parents=True)
+            done.write_text(json.dumps(build(target)))
+    return target
+
+
+def built_data(directory: Path) -> object:
+    import json
+
+    return json.loads((directory.parent / f"{directory.name}.done.json").read_text())
 
 
 @pytest.fixture(scope="session")
 def mirage_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One warm-start cache for the whole session."""
-    return tmp_path_factory.mktemp("mirage-cache")
+    """One warm-start cache for the whole test run, shared by its workers (warm starts
+    are written to a private directory and renamed into place, so two builders are
+    safe)."""
+    cache = shared_root(tmp_path_factory) / "mirage-cache"
+    cache.mkdir(exist_ok=True)
+    return cache
 
 
 @pytest.fixture(autouse=True)

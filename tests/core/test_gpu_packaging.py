@@ -121,9 +121,54 @@ def test_install_sh_gpu_adds_the_gpu_extra_under_the_gpu_constraints(fake_checko
                          "-e examples/mirage-example-filter -e examples/mirage-example-env")
 
 
-@pytest.mark.parametrize("args", [["--cuda"], ["--gpu", "--gpu"]])
+@pytest.mark.parametrize("args", [["--cuda"], ["--gpu", "--gpu"], ["--test", "--test"]])
 def test_install_sh_refuses_other_arguments_before_installing(fake_checkout: Path, args: list[str]):
     done, calls = install(fake_checkout, *args)
     assert done.returncode == 2 and calls == []
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith("error: ") and "--gpu" in line
+    assert line.startswith("error: ") and "--gpu" in line and "--test" in line
+
+
+def fake_tools(checkout: Path, *, chromium: bool) -> dict[str, str]:
+    """A PATH of only what install.sh calls (the real shell tools, an apt-get that records
+    its arguments), with or without a chromium on it."""
+    tools = checkout / "tools"
+    tools.mkdir()
+    for tool in ("sh", "dirname", "id", "cat"):
+        (tools / tool).symlink_to(shutil.which(tool))
+    apt = tools / "apt-get"
+    apt.write_text(f'#!/bin/sh\necho "$*" >> {checkout}/apt-calls\n')
+    apt.chmod(0o755)
+    if chromium:
+        add_chromium(checkout)
+    return {"PATH": str(tools)}
+
+
+def add_chromium(checkout: Path) -> None:
+    (checkout / "tools" / "chromium").write_text("#!/bin/sh\n")
+    (checkout / "tools" / "chromium").chmod(0o755)
+
+
+def install_with(checkout: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([shutil.which("bash"), str(checkout / "scripts" / "install.sh"), *args], capture_output=True,
+                          text=True, timeout=60, env=os.environ | {"PYTHON": "false"} | env)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="installing chromium is root's (or sudo's) job")
+def test_install_sh_test_installs_chromium_where_it_is_missing(fake_checkout: Path):
+    done = install_with(fake_checkout, fake_tools(fake_checkout, chromium=False), "--test")
+    assert done.returncode == 0, done.stderr
+    apt = (fake_checkout / "apt-calls").read_text().splitlines()
+    assert apt[0].startswith("update") and apt[1].split()[-1] == "chromium"
+    calls = (fake_checkout / ".venv" / "bin" / "calls").read_text().splitlines()
+    assert calls[-1].startswith("-m pip install -q -c constraints.txt -e .[test]")
+
+
+def test_install_sh_leaves_the_browser_out_of_the_plain_install_and_keeps_a_present_one(fake_checkout: Path):
+    done = install_with(fake_checkout, fake_tools(fake_checkout, chromium=False))
+    assert done.returncode == 0, done.stderr
+    assert not (fake_checkout / "apt-calls").exists()  # the main job needs no browser
+    add_chromium(fake_checkout)
+    done = install_with(fake_checkout, {"PATH": str(fake_checkout / "tools")}, "--test")
+    assert done.returncode == 0, done.stderr
+    assert not (fake_checkout / "apt-calls").exists()

@@ -12,11 +12,17 @@ import random
 
 from pydantic import Field
 
-from mirage.core.plugin_api.hookspecs import hookimpl
-from mirage.core.rl.env import StepOutcome
-from mirage.envs.answer import AnswerEnvironment, AnswerOptions, PersonaAnswerDemonstrator, parse_number
+from mirage.plugin import (
+    hookimpl,
+    StepOutcome,
+    AnswerEnvironment,
+    AnswerOptions,
+    PersonaAnswerDemonstrator,
+    parse_number,
+)
 
 __version__ = "0.1.0"
+MIRAGE_PLUGIN_API = ">=2.1,<3"  # the plugin API it is written for (docs/plugin-api.md)
 
 
 class SumOptions(AnswerOptions):

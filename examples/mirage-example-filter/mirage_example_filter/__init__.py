@@ -5,11 +5,10 @@ a deliberately naive rule that shows the whole path: a ``Filter`` subclass with 
 registration hook, and an entry point in the ``mirage`` group.
 """
 
-from mirage.core.plugin_api.components import Filter
-from mirage.core.plugin_api.hookspecs import hookimpl
-from mirage.core.rl.batch import Batch, Selection
+from mirage.plugin import Filter, hookimpl, Batch, Selection
 
 __version__ = "0.1.0"
+MIRAGE_PLUGIN_API = ">=2.1,<3"  # the plugin API it is written for (docs/plugin-api.md)
 
 
 class BestHalfFilter(Filter):

@@ -23,6 +23,7 @@ from mirage.core.plugin_api.failures import defined_at, raised_at
 from mirage.core.plugin_api.hook_calls import raising_impl, running_impl
 from mirage.core.plugin_api.loaded_plugins import Plugins
 from mirage.core.plugin_api.manager import set_aside_in_this_process
+from mirage.core.plugin_api.version import API_VERSION, READS, mirage_version
 from mirage.core.run.experiments import load_registry
 from mirage.core.run.validate import parse_config
 from mirage.core.store.labels import check_label
@@ -235,15 +236,31 @@ def plugins(
             typer.echo(f"  hooks: {', '.join(info.hooks)}")
         for kind_name, names in sorted(info.components.items()):
             typer.echo(f"  {kind_name}: {', '.join(names)}")
+        if info.deprecated:
+            typer.echo(f"  deprecated: {info.deprecated}")
     for failure in loaded.failed:
         typer.echo(f"{failure.name} (FAILED: set aside, none of its components or hooks are used)")
         typer.echo(f"  {failure.line()}")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"mirage-rl {mirage_version()}")
+        typer.echo(f"plugin API {API_VERSION} (loads plugins written for {READS[0]}-{READS[-1]})")
+        raise typer.Exit()
+
+
 def new_cli() -> typer.Typer:
-    """An empty ``core`` program."""
-    return typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                       help="MIRAGE: multi-turn agent RL with template-collapse diagnostics.")
+    """An empty ``core`` program (with ``--version``)."""
+    cli = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                      help="MIRAGE: multi-turn agent RL with template-collapse diagnostics.")
+
+    @cli.callback()
+    def main(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                          help="print MIRAGE's version and its plugin API version")) -> None:
+        """MIRAGE: multi-turn agent RL with template-collapse diagnostics."""
+
+    return cli
 
 
 def register(cli: typer.Typer) -> None:

@@ -38,9 +38,11 @@ class Component:
     resolved :class:`mirage.core.config.run_config.RunConfig` (shared settings such as
     ``config.filter.rho`` are read there), ``options`` this class's validated ``Options``
     (:class:`NoOptions` for a class that declares none). A subclass with its own
-    ``__init__`` takes the same two arguments and calls ``super().__init__(config, options)``."""
+    ``__init__`` takes the same two arguments and calls ``super().__init__(config, options)``.
+    (``options`` may be left out by a component of plugin API 1, whose constructors took
+    one argument: mirage/core/plugin_api/legacy.py sets it after.)"""
 
-    def __init__(self, config: "RunConfig", options: BaseModel) -> None:
+    def __init__(self, config: "RunConfig", options: BaseModel | None = None) -> None:
         self.config = config
         self.options = options
 

@@ -23,6 +23,10 @@ class PluginInfo:
     builtin: bool
     hooks: list[str] = field(default_factory=list)
     components: dict[str, list[str]] = field(default_factory=dict)
+    api: int = 2
+    """The plugin API major version it was written for (mirage/core/plugin_api/legacy.py)."""
+    deprecated: str | None = None
+    """Its deprecation notice: old import paths or constructors it still uses."""
 
     def as_record(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -21,11 +22,13 @@ from typing import Any
 import pluggy
 from pluggy import HookImpl
 
-from mirage.core.plugin_api import hookspecs
+from mirage.core.plugin_api import hookspecs, legacy
 from mirage.core.plugin_api.failures import PluginFailure, defined_at, distribution_of, raised_at
 from mirage.core.plugin_api.hook_calls import raising_impl, running_impl
 from mirage.core.plugin_api.loaded_plugins import PluginInfo, Plugins
+from mirage.core.plugin_api.moved import MirageDeprecationWarning, held_back
 from mirage.core.plugin_api.registry import KINDS, Registries
+from mirage.core.plugin_api.version import IncompatiblePlugin, declared_generation, mirage_version
 
 ENTRY_POINT_GROUP = "mirage"
 ALLOWLIST_ENV = "MIRAGE_PLUGINS"
@@ -44,13 +47,6 @@ DEFAULT_PLUGINS = (
 )
 
 
-def _mirage_version() -> str:
-    try:
-        return metadata.version("mirage-rl")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
-
-
 def _third_party_entry_points() -> list[metadata.EntryPoint]:
     if os.environ.get(KILL_SWITCH_ENV, "").strip() not in ("", "0"):
         return []
@@ -64,6 +60,9 @@ def _third_party_entry_points() -> list[metadata.EntryPoint]:
 # (:func:`mirage.core.cli.program.build_cli`): every later build in this process leaves them out
 # whole, so a run never uses the components of a plugin the program set aside.
 _SET_ASIDE: dict[str, PluginFailure] = {}
+
+
+_NOTICES_SHOWN: dict = {}  # warnings' registry for the plugins' deprecation notices
 
 
 def set_aside_in_this_process(failure: PluginFailure) -> None:
@@ -83,7 +82,7 @@ def build_plugins(extra: Sequence[tuple[str, object]] = (),
     infos: list[PluginInfo] = []
     failed: list[PluginFailure] = []
     entry_points = {}
-    version = _mirage_version()
+    version = mirage_version()
     for module_name in builtins:
         module = importlib.import_module(module_name)
         manager.register(module, name=module_name)
@@ -93,23 +92,37 @@ def build_plugins(extra: Sequence[tuple[str, object]] = (),
         entry_points[ep.name] = ep
         candidates.append((ep.name, ep.load, distribution_of(ep)))
     candidates += [(name, lambda plugin=plugin: plugin, "unknown") for name, plugin in extra]
+    generations: dict[str, int] = {}
     for name, load, dist in candidates:
         if name in _SET_ASIDE:
             failed.append(dataclasses.replace(_SET_ASIDE[name]))
             continue
         try:
-            plugin = load()
+            with held_back():
+                plugin = load()
+            ep = entry_points.get(name)
+            declared = declared_generation(plugin, ep.dist if ep is not None else None)
             manager.register(plugin, name=name)
+        except IncompatiblePlugin as error:
+            failed.append(PluginFailure(name, dist, "", str(error)))
+            continue
         except Exception as error:  # noqa: BLE001 - any failure sets the plugin aside
             failed.append(PluginFailure(name, dist, raised_at(error),
                                         f"loading it raised {type(error).__name__}: {error}"))
             continue
+        scan = legacy.scan_imports(plugin)
+        generations[name] = declared if declared is not None else legacy.inferred_generation(scan)
+        deprecated = legacy.notice(name, scan, generations[name])
+        if deprecated is not None:  # once per process while the warning filters stand
+            warnings.warn_explicit(deprecated, MirageDeprecationWarning, *legacy.first_use(scan, plugin),
+                                   registry=_NOTICES_SHOWN)
         ep = entry_points.get(name)
         if ep is None:  # passed in: its own __version__, if it has one
             plugin_version = getattr(plugin, "__version__", "unknown")
         else:
             plugin_version = ep.dist.version if ep.dist else "unknown"
-        infos.append(PluginInfo(name, plugin_version, builtin=False))
+        infos.append(PluginInfo(name, plugin_version, builtin=False, api=generations[name],
+                                deprecated=deprecated))
 
     for info in infos:
         plugin = manager.get_plugin(info.name)
@@ -211,7 +224,7 @@ def _fill(registries: Registries, infos: list[PluginInfo], staged: list[_Staged]
         taken: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
         for entry in own:
             problem = registries.of(entry.kind).problem(entry.name, entry.component, info.name,
-                                                        taken[entry.kind])
+                                                        taken[entry.kind], generation=info.api)
             if problem is None:
                 taken[entry.kind][entry.name] = info.name
                 continue
@@ -222,7 +235,8 @@ def _fill(registries: Registries, infos: list[PluginInfo], staged: list[_Staged]
                                  problem, _names(own, info.name))
         info.components = {}
         for entry in own:
-            registries.of(entry.kind).register(entry.name, entry.component, owner=info.name)
+            registries.of(entry.kind).register(entry.name, entry.component, owner=info.name,
+                                               generation=info.api)
             info.components.setdefault(entry.kind, []).append(entry.name)
     return None
 

@@ -34,6 +34,21 @@ class SetAsideComponentError(UnknownComponentError):
         self.args = (f"{kind[:-1]} {name!r} is not available: {failure}",)
 
 
+def duck_typed(component: object, contract: type) -> bool:
+    """A class without the contract's base that has every method the base leaves
+    abstract: how plugins of plugin API 1 could write a component (the earliest guides
+    named no base class)."""
+    return isinstance(component, type) and all(
+        callable(getattr(component, method, None)) for method in getattr(contract, "__abstractmethods__", ()))
+
+
+def with_base(component: type, contract: type) -> type:
+    """``component`` with ``contract`` added as a base (after its own), so the run sees
+    the contract's defaults (a diagnostic's ``due``) and the component's own methods win."""
+    return type(component.__name__, (component, contract), {
+        "__module__": component.__module__, "__qualname__": component.__qualname__, "__doc__": component.__doc__})
+
+
 @dataclass
 class Registry(Generic[T]):
     """Name -> component for one kind; refuses duplicates, unknown names and (with a
@@ -43,20 +58,21 @@ class Registry(Generic[T]):
     contract: type | None = None
     _items: dict[str, T] = field(default_factory=dict)
     _owners: dict[str, str] = field(default_factory=dict)
+    _generations: dict[str, int] = field(default_factory=dict)
     set_aside: dict[str, str] = field(default_factory=dict)
     """Names a set-aside plugin tried to register -> its failure line."""
     failed_plugins: list[str] = field(default_factory=list)
     """Every set-aside plugin's failure line (shared by the registries of one manager)."""
 
     def problem(self, name: object, component: object, owner: str = "?",
-                taken: dict[str, str] | None = None) -> str | None:
+                taken: dict[str, str] | None = None, generation: int = 2) -> str | None:
         """Why ``register`` would refuse ``component`` under ``name`` (None: it would
         not); ``taken`` holds more names already claimed (name -> owner)."""
         if not name or not isinstance(name, str):
             return f"{self.kind}: component name must be a non-empty string; got {name!r}"
         if self.contract is not None and not (
             isinstance(component, type) and issubclass(component, self.contract)
-        ):
+        ) and not (generation < 2 and duck_typed(component, self.contract)):
             base = f"{self.contract.__module__}.{self.contract.__qualname__}"
             return f"{self.kind}: {name!r} (by {owner}) must subclass {base}; got {component!r}"
         first = self._owners.get(name) or (taken or {}).get(name)
@@ -64,12 +80,20 @@ class Registry(Generic[T]):
             return f"{self.kind}: {name!r} registered twice (by {first} and {owner})"
         return None
 
-    def register(self, name: str, component: T, owner: str = "?") -> None:
-        problem = self.problem(name, component, owner)
+    def register(self, name: str, component: T, owner: str = "?", generation: int = 2) -> None:
+        problem = self.problem(name, component, owner, generation=generation)
         if problem is not None:
             raise ValueError(problem)
+        if self.contract is not None and not issubclass(component, self.contract):
+            component = with_base(component, self.contract)
         self._items[name] = component
         self._owners[name] = owner
+        self._generations[name] = generation
+
+    def generation(self, name: str) -> int:
+        """The plugin API major version ``name``'s plugin was written for (how it is
+        built: mirage/core/plugin_api/legacy.py)."""
+        return self._generations.get(name, 2)
 
     def get(self, name: str) -> T:
         try:

@@ -13,6 +13,7 @@ from mirage.core.config.options import options_class
 from mirage.core.config.run_config import AlgorithmConfig, RunConfig
 from mirage.core.errors import ConfigError
 from mirage.core.plugin_api.manager import Plugins, build_plugins
+from mirage.core.plugin_api.legacy import build_legacy
 from mirage.core.plugin_api.registry import Registries, UnknownComponentError
 
 
@@ -125,9 +126,14 @@ def chosen_options(config: RunConfig, registries: Registries, kind: str, name: s
 
 def build_component(config: RunConfig, registries: Registries, kind: str, name: str) -> Any:
     """The run's ``kind`` component ``name``, built the one way every kind is:
-    ``cls(config, options)`` (:class:`mirage.core.config.options.Component`)."""
-    cls = getattr(registries, OPTIONS_AT[kind][0]).get(name)
-    return cls(config, chosen_options(config, registries, kind, name))
+    ``cls(config, options)`` (:class:`mirage.core.config.options.Component`), or, for a
+    plugin written for plugin API 1, that release's way (mirage/core/plugin_api/legacy.py)."""
+    registry = getattr(registries, OPTIONS_AT[kind][0])
+    cls = registry.get(name)
+    options = chosen_options(config, registries, kind, name)
+    if registry.generation(name) < 2:
+        return build_legacy(kind, cls, config, options)
+    return cls(config, options)
 
 
 def validate_config(config: RunConfig, plugins: Plugins) -> Any:

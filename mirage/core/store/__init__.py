@@ -1,1 +1,9 @@
 """The DuckDB run store: file, migrations, runs, rollouts, labels, liveness, export."""
+
+
+def __getattr__(name: str):
+    """The names the flat ``store.py`` of plugin API 1 held, deprecated
+    (mirage/core/plugin_api/moved.py)."""
+    from mirage.core.plugin_api.moved import old_name
+
+    return old_name(__name__, name)
