@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from mirage.core.cli.common import (
-    DB_HELP, REGISTRY_HELP, check_paths, check_readable_store, fail, pairs, settings,
+    DB_HELP, REGISTRY_HELP, check_host, check_paths, check_readable_store, fail, is_loopback, pairs, settings,
 )
 from mirage.core.config.overrides import setting_type
 from mirage.core.errors import ConfigError
@@ -21,12 +21,16 @@ from mirage.core.store.run_store import default_db_path
 _RUNNER_HELP = "cells run on a local process pool (process), threads (thread) or Ray (ray)"
 
 
-def _check_runner(runner: str, width: int) -> None:
-    """Exit 2 with one line for an unknown runner or a width out of range."""
+def _check_runner(runner: str, width: int, ray_address: Optional[str] = None) -> None:
+    """Exit 2 with one line for an unknown runner, a width out of range, or a local Ray
+    not asked for by name (it would listen on every interface)."""
+    from mirage.core.parallel.loopback import local_ray_refusal
     from mirage.flows.runners import RUNNERS, check_width
 
     if runner not in RUNNERS:
         fail(f"unknown runner {runner!r}; valid: {', '.join(RUNNERS)}")
+    if runner == "ray" and ray_address is None:
+        fail(local_ray_refusal("--runner ray"))
     try:
         check_width(width)
     except ConfigError as error:
@@ -42,7 +46,8 @@ def sweep(
     force: bool = typer.Option(False, help="recompute cells that already ran"),
     width: int = typer.Option(2, help="cells at once (1-64)"),
     runner: str = typer.Option("process", help=_RUNNER_HELP),
-    ray_address: Optional[str] = typer.Option(None, help="Ray cluster address [default: a local Ray]"),
+    ray_address: Optional[str] = typer.Option(None, help="Ray cluster address of --runner ray ('local' "
+                                               "starts a local Ray, which listens on every interface)"),
     db: Optional[Path] = typer.Option(None, help=DB_HELP),
     registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP),
     cell_workers: int = typer.Option(1, help="processes per cell: each cell one data-parallel run "
@@ -54,9 +59,9 @@ def sweep(
     from mirage.flows.cells import check_cell_workers, plan_cells
     from mirage.flows.supervise import SUPERVISED, supervise, watch_parent
 
-    _check_runner(runner, width)
-    check_paths(db if db is not None else default_db_path(), None)
     _check_ray_address(ray_address)
+    _check_runner(runner, width, ray_address)
+    check_paths(db if db is not None else default_db_path(), None)
     axes, fixed = pairs(grid, "--grid"), settings(set_)
     for path in axes:
         try:
@@ -133,7 +138,8 @@ def serve(
     db: Optional[Path] = typer.Option(None, help=DB_HELP),
     width: int = typer.Option(2, help="cells at once (deployment default)"),
     runner: str = typer.Option("process", help=_RUNNER_HELP),
-    ray_address: Optional[str] = typer.Option(None, help="Ray cluster address [default: a local Ray]"),
+    ray_address: Optional[str] = typer.Option(None, help="Ray cluster address of --runner ray ('local' "
+                                               "starts a local Ray, which listens on every interface)"),
     host: str = typer.Option("127.0.0.1", help="local Prefect server host (when PREFECT_API_URL is unset)"),
     port: int = typer.Option(4200, help="local Prefect server port (when PREFECT_API_URL is unset)"),
 ) -> None:
@@ -143,11 +149,14 @@ def serve(
     from mirage.core.run.experiments import default_registry_path
     from mirage.flows.serve import serve_registry
 
-    _check_runner(runner, width)
-    check_paths(db if db is not None else default_db_path(), None)
     _check_ray_address(ray_address)
-    if not host.strip():
-        fail("--host: empty; expected a host name or address such as 127.0.0.1")
+    _check_runner(runner, width, ray_address)
+    check_paths(db if db is not None else default_db_path(), None)
+    check_host(host)
+    if not is_loopback(host):
+        typer.echo(f"warning: core serve --host {host}: the Prefect server it starts (its API runs any "
+                   "served sweep for whoever reaches it) listens beyond this machine, with no "
+                   "authentication (docs/security.md)", err=True)
     if not 0 < port < 65536:
         fail(f"--port {port} is not a port number (1-65535)")
     defaults = {
@@ -163,8 +172,8 @@ def serve(
 
 def _check_ray_address(address: Optional[str]) -> None:
     if address is not None and not address.strip():
-        fail("--ray-address: empty; leave it out for a local Ray, or give one such as "
-             "ray://HOST:10001 or auto")
+        fail("--ray-address: empty; give one such as ray://HOST:10001 or auto, or 'local' for a "
+             "local Ray")
 
 
 @hookimpl

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Literal
 
+from mirage.core.parallel.loopback import LOCAL_RAY
+
 Runner = Literal["process", "thread", "ray"]
 RUNNERS = ("process", "thread", "ray")
 
@@ -12,7 +14,9 @@ RUNNERS = ("process", "thread", "ray")
 def make_task_runner(runner: str, width: int, ray_address: str | None = None):
     """``process``: up to ``width`` cells at once in worker processes (CPU-bound work);
     ``thread``: the same in threads of the flow process; ``ray``: prefect-ray's runner on
-    the cluster at ``ray_address``, or on a local Ray with ``width`` CPUs and no dashboard."""
+    the cluster at ``ray_address``, or, for ``local``, on a local Ray with ``width`` CPUs and
+    no dashboard (its servers listen on every interface: the commands refuse ``ray`` with
+    no address, mirage/core/parallel/loopback.py)."""
     if width < 1:
         raise ValueError(f"width must be >= 1 (got {width})")
     if runner == "process":
@@ -26,8 +30,14 @@ def make_task_runner(runner: str, width: int, ray_address: str | None = None):
     if runner == "ray":
         from prefect_ray import RayTaskRunner
 
+        from mirage.core.errors import ConfigError
+        from mirage.core.parallel.loopback import local_ray_refusal
+
+        if not ray_address:  # a served deployment's parameters come this way too
+            raise ConfigError(local_ray_refusal("--runner ray"))
+
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # silences a token warning locally
-        if ray_address:
+        if ray_address and ray_address != LOCAL_RAY:
             return RayTaskRunner(address=ray_address)
         return RayTaskRunner(init_kwargs={"num_cpus": width, "include_dashboard": False})
     raise ValueError(f"unknown runner {runner!r}; valid: {', '.join(RUNNERS)}")

@@ -14,6 +14,7 @@ from typing import Any
 
 from prefect import task
 
+from mirage.core.parallel.loopback import LOCAL_RAY
 from mirage.flows.cells import CELL_DB, OUTCOME, CellSpec, cell_dir, read_outcome  # noqa: F401 (re-exported)
 
 
@@ -62,7 +63,7 @@ def _launched(config: Any, spec: CellSpec, db: Path, workers: int, launcher: str
 
     run_id = new_run_id()
     job = make_job(workers, db=db, run_id=run_id, config=config, progress=False, threads_setting=config.threads,
-                   experiment=spec.experiment, cell=spec.cell, on_this_machine=ray_address is None)
+                   experiment=spec.experiment, cell=spec.cell, on_this_machine=ray_address in (None, LOCAL_RAY))
     status, error = launch(job, workers, launcher, ray_address)
     return {"run_id": run_id, "status": status, "error": None if status == "finished" else error}
 

@@ -12,7 +12,8 @@ arguments. Each param gets the bad values of its class:
   text file that is no DuckDB store, as far as each is bad for the path's role (a store,
   an input file, an input folder, a file or folder to write, a new file);
 * names (an environment, filter, algorithm, backend, experiment, run reference, ...):
-  empty and an unknown name; free text (a tag, a name, a host): empty;
+  empty and an unknown name; free text (a tag, a name): empty; a host to listen on:
+  empty, an impossible IP address and a name with spaces;
   ``KEY=VALUE`` options: empty, no ``=``, an unknown key; comma-separated numbers: the
   number values;
 * bool flags: ``--flag=VALUE``; choices: empty and an unknown choice.
@@ -66,6 +67,7 @@ VALUES: dict[str, list[str]] = {
     "choice": ["", "no-such-thing"],
     "name": ["", "no-such-thing"],       # names a registered thing: env, filter, run, ...
     "text": [""],                         # free text: any non-empty text is valid
+    "address": ["", "999.1.2.3", "not a host!"],  # a host to listen on: an IP address or a host name
     "pairs": ["", "no-such-thing", "no_such.path=1"],  # KEY=VALUE options
     "int-list": ["", "abc", "-1", "nan", "99999999999999999999"],
     "store": FILEISH,                     # a DuckDB run store to read or write
@@ -82,7 +84,7 @@ ROLES_BY_NAME = {
     "db": "store", "from_store": "store", "model": "model",
     "results": "input-dir", "restore": "new-file",
     "note": "text", "text": "text", "name": "text", "tag": "text", "tags": "text",
-    "host": "text", "ray_address": "text",
+    "host": "address", "ray_address": "text",
     "set_": "pairs", "grid": "pairs", "where": "pairs", "env_opt": "pairs",
     "seeds": "int-list",
 }

@@ -65,7 +65,9 @@ def test_two_torchrun_processes_store_the_metrics_of_one(run_ddp):
 def test_two_ray_train_workers_store_the_metrics_of_one(run_ddp):
     one, (code, out, err) = run_ddp("one", "--steps", "3")
     assert code == 0, err
-    two, (code, out, err) = run_ddp("ray", "--steps", "3", "--nproc", "2", "--launcher", "ray")
+    # a local Ray listens on every interface: it starts only when asked for by name
+    two, (code, out, err) = run_ddp("ray", "--steps", "3", "--nproc", "2", "--launcher", "ray",
+                                    "--ray-address", "local")
     assert code == 0, err
     assert_same_metrics(stored_metrics(two), stored_metrics(one))
 
@@ -128,6 +130,9 @@ def test_runs_on_several_processes_are_refused_cleanly_before_any_starts(cli, ti
         (("--parallel", "ddp", "--nproc", "0"), "--nproc 0: expected a whole number of processes >= 1"),
         (("--parallel", "ddp", "--launcher", "slurm"), "--launcher 'slurm': unknown; valid: torchrun, ray"),
         (("--parallel", "ddp", "--ray-address", "ray://x:1"), "--ray-address names the cluster of --launcher ray"),
+        (("--parallel", "ddp", "--nproc", "2", "--launcher", "ray"),
+         "--launcher ray without --ray-address would start a local Ray, whose servers listen on every interface"),
+        (("--parallel", "ddp", "--launcher", "ray", "--ray-address", " "), "--ray-address: empty"),
         (("--parallel", "zero3"), "zero3"),
     ]:
         code, out, err = cli("run", "--config", tiny_config_file, "--db", db, "--quiet", *args)

@@ -58,7 +58,21 @@ def test_core_sweep_refuses_bad_input_before_prefect_starts(cli, tmp_path):
     assert code == 2 and "filter.rhoo" in err
     code, out, err = cli("sweep", "rho", "--runner", "slurm")
     assert code == 2 and "unknown runner 'slurm'; valid: process, thread, ray" in err
+    for command in ("sweep", "serve"):  # a local Ray listens on every interface: asked for by name only
+        args = ("rho",) if command == "sweep" else ()
+        code, out, err = cli(command, *args, "--runner", "ray", "--db", tmp_path / "main.duckdb")
+        assert code == 2 and "--runner ray without --ray-address would start a local Ray" in err, err
+        assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "main.duckdb").exists()
+
+
+def test_the_flow_itself_refuses_a_local_ray_not_asked_for_by_name():
+    from mirage.core.errors import ConfigError
+    from mirage.flows.runners import make_task_runner
+
+    with pytest.raises(ConfigError, match="--runner ray without --ray-address"):
+        make_task_runner("ray", 2, None)
+    assert make_task_runner("ray", 2, "local") is not None
 
 
 def test_core_serve_refuses_a_malformed_registry(cli, tmp_path):

@@ -107,7 +107,7 @@ def test_two_cells_run_on_a_local_ray(prefect_server, tmp_path, monkeypatch):
     try:
         with prefect_server.settings():
             state = sweep("stochasticity", grid={"env.options.slip": [0.0, 0.5]}, runner="ray",
-                          width=2, db=str(db), registry=str(REPO / "registry.yaml"),
+                          ray_address="local", width=2, db=str(db), registry=str(REPO / "registry.yaml"),
                           return_state=True, **SHRINK)
         assert state.is_completed(), state.message
         assert state.message == "stochasticity: 2 cells: 2 run, 0 loaded, 0 reused, 0 failed"

@@ -4,6 +4,8 @@ run before anything is loaded."""
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from pathlib import Path
 from typing import Any, NoReturn, Optional
 
@@ -68,3 +70,32 @@ def check_paths(db: Optional[Path], model: Optional[str]) -> None:
             check_model_path(model)
     except ConfigError as error:
         fail(str(error))
+
+
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def check_host(host: str, flag: str = "--host") -> None:
+    """Refuse (exit 2) a ``--host`` that is empty or neither an IP address nor a host
+    name (labels of letters, digits and hyphens)."""
+    if not host.strip():
+        fail(f"{flag}: empty; expected an address such as 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)")
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    labels = host.rstrip(".").split(".")
+    if re.fullmatch(r"[0-9.]+", host) or len(host) > 253 or not all(_HOST_LABEL.fullmatch(x) for x in labels):
+        fail(f"{flag} {host!r} is not an IP address or a host name; expected one such as 127.0.0.1, "
+             "localhost or 0.0.0.0")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (127.0.0.0/8, ::1 or localhost)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -7,10 +7,12 @@ from pathlib import Path
 
 from mirage.core.config.run_config import RunConfig
 from mirage.core.errors import ConfigError
+from mirage.core.parallel.loopback import LOCAL_RAY, local_ray_refusal
 from mirage.core.run.launch import LAUNCHERS
 
 
-def launch_problem(config: RunConfig, nproc: int, launcher: str | None) -> str | None:
+def launch_problem(config: RunConfig, nproc: int, launcher: str | None,
+                   ray_address: str | None = None) -> str | None:
     """Why ``config`` cannot run on ``nproc`` processes with ``launcher``, or None."""
     if nproc < 1:
         return f"--nproc {nproc}: expected a whole number of processes >= 1"
@@ -21,6 +23,8 @@ def launch_problem(config: RunConfig, nproc: int, launcher: str | None) -> str |
                 + " splits the run across processes, which needs model.parallel: ddp or fsdp (add "
                 "--parallel ddp): each trajectory then samples from its own random stream, so the run is "
                 "the same for any number of processes")
+    if launcher == "ray" and ray_address is None:
+        return local_ray_refusal("--launcher ray")
     return None
 
 
@@ -39,7 +43,7 @@ def launched(config: RunConfig | None, db: Path, *, nproc: int, launcher: str | 
     if resume:
         config, _ = plan_resume(db, resume, extend_to)
     assert config is not None
-    if problem := launch_problem(config, nproc, launcher):
+    if problem := launch_problem(config, nproc, launcher, ray_address):
         raise ConfigError(problem)
     plugins = build_plugins()
     validate_config(config, plugins)
@@ -48,6 +52,6 @@ def launched(config: RunConfig | None, db: Path, *, nproc: int, launcher: str | 
     job = make_job(nproc, db=db, run_id=run_id, config=None if resume else config, resume=bool(resume),
                    extend_to=extend_to, name=name, tags=tags, note=note, progress=progress,
                    threads_setting=config.threads, devices_per_rank=backend.devices_per_rank(config),
-                   on_this_machine=ray_address is None)
+                   on_this_machine=ray_address in (None, LOCAL_RAY))
     status, error = launch(job, nproc, launcher or "torchrun", ray_address)
     return run_id, status, error

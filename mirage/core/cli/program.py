@@ -95,9 +95,10 @@ def run(
         None, help="run data-parallel on N processes (needs --parallel ddp): on this machine "
         "through torchrun's launcher, or N Ray Train workers with --launcher ray (docs/scaling.md)"),
     launcher: Optional[str] = typer.Option(
-        None, help="start the processes with torchrun (default) or ray (Ray Train workers; a "
-        "local Ray unless --ray-address)"),
-    ray_address: Optional[str] = typer.Option(None, help="the Ray cluster of --launcher ray, e.g. ray://head:10001"),
+        None, help="start the processes with torchrun (default; loopback only) or ray (Ray Train "
+        "workers on the cluster of --ray-address)"),
+    ray_address: Optional[str] = typer.Option(None, help="the Ray cluster of --launcher ray, e.g. "
+                                              "ray://head:10001; 'local' starts a local Ray, which listens on every interface"),
 ) -> None:
     """Run rollout -> score -> diagnose -> filter -> update for --steps iterations.
 
@@ -142,6 +143,8 @@ def run(
     _set_options(data, given, fixed)
     if ray_address is not None and launcher != "ray":
         fail("--ray-address names the cluster of --launcher ray; add --launcher ray")
+    if ray_address is not None and not ray_address.strip():
+        fail("--ray-address: empty; give a cluster address such as ray://head:10001, or 'local'")
     try:
         config = None if resume else parse_config(data)
         if launcher is not None or (nproc is not None and nproc != 1):  # --nproc 1: this process

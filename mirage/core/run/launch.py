@@ -22,6 +22,7 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ import torch
 
 from mirage.core.config.run_config import RunConfig
 from mirage.core.errors import ConfigError
+from mirage.core.parallel import loopback
 from mirage.core.parallel.world import current_world
 from mirage.core.run import threads
 from mirage.core.store.run_store import RunStore
@@ -141,25 +143,34 @@ def run_rank(job: Job) -> None:
 
 # ---------------------------------------------------------------------- torchrun
 def _torchrun(job: Job, nproc: int) -> None:
+    """torch's elastic launcher on this machine, meeting its ranks through files rather
+    than a TCP store (which would listen on every interface): mirage/core/parallel/loopback.py."""
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     for name in ("torch.distributed.elastic", "torch.multiprocessing"):
         # a failure is reported once, by launch() naming the rank; not also as torch's log
         logging.getLogger(name).setLevel(logging.CRITICAL)
-    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=job.run_id,
-                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0,
-                          monitor_interval=0.2, start_method="spawn")
-    elastic_launch(config, _torchrun_rank)(job)
+    loopback.register()
+    with tempfile.TemporaryDirectory(prefix="mirage-rendezvous-") as stores:
+        config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=job.run_id,
+                              rdzv_backend=loopback.BACKEND, rdzv_endpoint="",
+                              rdzv_configs={"path": str(Path(stores) / "launcher")}, max_restarts=0,
+                              monitor_interval=0.2, start_method="spawn", local_addr=loopback.LOOPBACK)
+        elastic_launch(config, _torchrun_rank)(job, str(Path(stores) / "group"))
 
 
-def _torchrun_rank(job: Job) -> None:
-    """A process torchrun started: its GPU (one per local rank), the process group, the run."""
+def _torchrun_rank(job: Job, group_store: str) -> None:
+    """A process torchrun started: its GPU (one per local rank), the process group (met
+    through the file ``group_store``, its sockets on loopback), the run."""
     _die_with_parent()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if job.gpus:  # before CUDA starts in this process: it then sees only its own GPUs
         mine = job.gpus[local_rank * job.devices_per_rank : (local_rank + 1) * job.devices_per_rank]
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(mine)
-    torch.distributed.init_process_group("nccl" if job.gpus else "gloo", timeout=COLLECTIVE_TIMEOUT)
+    os.environ.update(loopback.loopback_env())
+    torch.distributed.init_process_group("nccl" if job.gpus else "gloo", timeout=COLLECTIVE_TIMEOUT,
+                                         init_method=f"file://{group_store}", rank=int(os.environ["RANK"]),
+                                         world_size=int(os.environ["WORLD_SIZE"]))
     try:
         run_rank(job)
     finally:
@@ -183,8 +194,11 @@ def _ray(job: Job, nproc: int, address: str | None) -> None:
     from ray.train.torch import TorchConfig, TorchTrainer
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    address = loopback.ray_init_address(address)  # "local": a local Ray, asked for knowingly
     if not ray.is_initialized():
         local = {} if address else {"num_cpus": max(os.cpu_count() or 1, nproc + 1)}
+        if not address:
+            print(loopback.local_ray_warning(), file=sys.stderr, flush=True)
         ray.init(address=address, include_dashboard=False, log_to_driver=True, **local)
     gpus = bool(job.gpus) if not address else bool(ray.cluster_resources().get("GPU"))
     # Ray gives each worker its GPUs (CUDA_VISIBLE_DEVICES) from its resources
