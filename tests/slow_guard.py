@@ -50,8 +50,8 @@ class SlowGuard:
         if offenders:
             terminalreporter.section("tests over the fast tier's limit", red=True)
             for node, seconds in offenders:
-                terminalreporter.line(f"{node}: {seconds:.0f} s without @pytest.mark.slow "
-                                      f"(limit {limit():.0f} s, tests/slow_guard.py)")
+                terminalreporter.line(f"{node}: {seconds:.1f} s without @pytest.mark.slow "
+                                      f"(limit {limit():g} s, tests/slow_guard.py)")
 
 
 def pytest_configure(config: pytest.Config) -> None:

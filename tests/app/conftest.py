@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from bench_store import write_bench_store
+from shared_builds import build_once, built_data
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,22 +31,27 @@ RUNS = {
 
 @pytest.fixture(scope="session")
 def app_store(tmp_path_factory, mirage_cache, tiny_config, cli_argv) -> tuple[Path, dict[str, str]]:
-    """(store path, {name: run_id}) of the three real runs; treat it as read-only."""
-    tmp = tmp_path_factory.mktemp("app-store")
-    db = tmp / "runs" / "mirage.duckdb"
-    env = {**os.environ, "MIRAGE_CACHE": str(mirage_cache), "MIRAGE_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    env.pop("MIRAGE_PLUGINS", None)
-    ids = {}
-    for name, (options, overrides) in RUNS.items():
-        config = tmp / f"{name}.yaml"
-        config.write_text(yaml.safe_dump({**tiny_config(), **overrides}))
-        done = subprocess.run(
-            cli_argv("run", "--config", config, "--db", db, "--quiet", *options),
-            capture_output=True, text=True, timeout=300, cwd=REPO, env=env,
-        )
-        assert done.returncode == 0, done.stderr
-        ids[name] = re.search(r"run (\S+) finished", done.stdout).group(1)
-    return db, ids
+    """(store path, {name: run_id}) of the three real runs, built once per test run and
+    shared by the xdist workers (conftest's ``build_once``); treat it as read-only."""
+
+    def build(tmp: Path) -> dict[str, str]:
+        db = tmp / "runs" / "mirage.duckdb"
+        env = {**os.environ, "MIRAGE_CACHE": str(mirage_cache), "MIRAGE_DISABLE_PLUGIN_AUTOLOAD": "1"}
+        env.pop("MIRAGE_PLUGINS", None)
+        ids = {}
+        for name, (options, overrides) in RUNS.items():
+            config = tmp / f"{name}.yaml"
+            config.write_text(yaml.safe_dump({**tiny_config(), **overrides}))
+            done = subprocess.run(
+                cli_argv("run", "--config", config, "--db", db, "--quiet", *options),
+                capture_output=True, text=True, timeout=300, cwd=REPO, env=env,
+            )
+            assert done.returncode == 0, done.stderr
+            ids[name] = re.search(r"run (\S+) finished", done.stdout).group(1)
+        return ids
+
+    tmp = build_once(tmp_path_factory, "app-store", build)
+    return tmp / "runs" / "mirage.duckdb", built_data(tmp)
 
 
 @pytest.fixture

@@ -46,28 +46,34 @@ def saved_base(target: Path) -> Path:
 
 
 def fitted(base: Path, target: Path, reasoning) -> Path:
-    """``base`` fitted until it answers the probe's first-batch maps with
-    ``format_response(reasoning(state line), ["Up"])``, saved at ``target``."""
+    """``base`` fitted until it answers the maps of the probe's two batches with
+    ``format_response(reasoning(state line), ["Up"])``, saved at ``target`` (both batches:
+    how a tiny model fitted on one batch's maps generalised to the other's differed
+    between processors)."""
     config = probe_config({"env": {"name": "frozenlake"}, "rollout": {"prompts": PROMPTS, "group_size": GROUP,
                                                                        "max_new_tokens": 32},
                            "algorithm": {"lr": 1e-2}, "threads": 1}, str(base))
     plugins = build_plugins()
     session = open_session(config, plugins, validate_config(config, plugins))
     session.backend.prepare(session.env_cls, cache_dir(), progress=False)
-    _, _, batch = measure_step(session, 0)  # batch 0's maps: the probe's, from the same seed
-    turns = first_turns(batch)[::GROUP]  # one per map
+    turns = []
+    for step in (0, 1):  # batch b's maps: the probe's batch b, from the same seed
+        _, _, batch = measure_step(session, step)
+        turns += first_turns(batch)[::GROUP]  # one per map
     states = [STATE.search(t.context).group(0) for t in turns]
-    assert len(set(states)) == PROMPTS
+    assert len(set(states[:PROMPTS])) == len(set(states[PROMPTS:])) == PROMPTS
     contexts = [t.context_ids for t in turns]
     targets = [session.backend.encode(format_response(reasoning(s, states), ["Up"])) for s in states]
-    for _ in range(800):
+    # fitted until sampling nearly always writes the target (at 0.003 one sample in eight
+    # strayed on an AVX-512 machine, leaving the restated map's retrieval at 0.875)
+    for _ in range(2000):
         out = session.backend.forward(contexts, targets)
         loss = -(out.logprobs * out.mask).sum() / out.mask.sum()
         loss.backward()
         session.backend.optimizer_step(1.0)
-        if loss.item() < 0.003:
+        if loss.item() < 0.0005:
             break
-    assert loss.item() < 0.003
+    assert loss.item() < 0.0005
     session.backend.model.save_pretrained(target)
     session.backend.tokenizer.save_pretrained(target)
     return target
