@@ -24,7 +24,7 @@ _RUNNER_HELP = "cells run on a local process pool (process), threads (thread) or
 def _check_runner(runner: str, width: int, ray_address: Optional[str] = None) -> None:
     """Exit 2 with one line for an unknown runner, a width out of range, or a local Ray
     not asked for by name (it would listen on every interface)."""
-    from mirage.core.parallel.loopback import local_ray_refusal
+    from mirage.core.parallel.local_ray import local_ray_refusal
     from mirage.flows.runners import RUNNERS, check_width
 
     if runner not in RUNNERS:

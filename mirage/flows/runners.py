@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Literal
 
-from mirage.core.parallel.loopback import LOCAL_RAY
+from mirage.core.parallel.local_ray import LOCAL_RAY
 
 Runner = Literal["process", "thread", "ray"]
 RUNNERS = ("process", "thread", "ray")
@@ -16,7 +16,7 @@ def make_task_runner(runner: str, width: int, ray_address: str | None = None):
     ``thread``: the same in threads of the flow process; ``ray``: prefect-ray's runner on
     the cluster at ``ray_address``, or, for ``local``, on a local Ray with ``width`` CPUs and
     no dashboard (its servers listen on every interface: the commands refuse ``ray`` with
-    no address, mirage/core/parallel/loopback.py)."""
+    no address, mirage/core/parallel/local_ray.py)."""
     if width < 1:
         raise ValueError(f"width must be >= 1 (got {width})")
     if runner == "process":
@@ -31,7 +31,7 @@ def make_task_runner(runner: str, width: int, ray_address: str | None = None):
         from prefect_ray import RayTaskRunner
 
         from mirage.core.errors import ConfigError
-        from mirage.core.parallel.loopback import local_ray_refusal
+        from mirage.core.parallel.local_ray import local_ray_refusal
 
         if not ray_address:  # a served deployment's parameters come this way too
             raise ConfigError(local_ray_refusal("--runner ray"))

@@ -14,7 +14,7 @@ from typing import Any
 
 from prefect import task
 
-from mirage.core.parallel.loopback import LOCAL_RAY
+from mirage.core.parallel.local_ray import LOCAL_RAY
 from mirage.flows.cells import CELL_DB, OUTCOME, CellSpec, cell_dir, read_outcome  # noqa: F401 (re-exported)
 
 

@@ -27,20 +27,42 @@ under test) are in :mod:`mirage.plugin.testing`.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from mirage.core.config.options import Component, NoOptions
 from mirage.core.config.run_config import RunConfig
 from mirage.core.errors import ConfigError, PluginResultError
 from mirage.core.plugin_api.components import AdvantageEstimator, Algorithm, Diagnostic, Filter, Logger
 from mirage.core.plugin_api.hookspecs import Register, hookimpl
 from mirage.core.plugin_api.version import API_VERSION
-from mirage.core.rl.backend import Backend
 from mirage.core.rl.batch import Batch, Group, Selection, Trajectory, Turn
 from mirage.core.rl.env import Demonstrator, DemoTurn, Environment, EnvOptions, StepOutcome
 from mirage.core.rl.policy_output import CrossScores, PolicyOutput
-from mirage.core.rl.training import Row
 from mirage.envs.answer import AnswerEnvironment, AnswerOptions, PersonaAnswerDemonstrator, parse_number
-from mirage.plugins.backend_local.backend import LocalBackend
-from mirage.plugins.verl_algorithms.update import PolicyGradient
+
+# Imported when first asked for: they pull in torch, transformers and veRL (seconds), and
+# a filter or environment plugin that never names them should load as fast as the CLI starts.
+_LAZY = {
+    "Backend": "mirage.core.rl.backend",
+    "Row": "mirage.core.rl.training",
+    "LocalBackend": "mirage.plugins.backend_local.backend",
+    "PolicyGradient": "mirage.plugins.verl_algorithms.update",
+}
+
+if TYPE_CHECKING:
+    from mirage.core.rl.backend import Backend
+    from mirage.core.rl.training import Row
+    from mirage.plugins.backend_local.backend import LocalBackend
+    from mirage.plugins.verl_algorithms.update import PolicyGradient
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'mirage.plugin' has no attribute {name!r}")
 
 __all__ = [
     "API_VERSION",

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from mirage.core.config.run_config import RunConfig
 from mirage.core.errors import ConfigError
-from mirage.core.parallel.loopback import LOCAL_RAY, local_ray_refusal
-from mirage.core.run.launch import LAUNCHERS
+from mirage.core.parallel.local_ray import LAUNCHERS, LOCAL_RAY, local_ray_refusal
 
 
 def launch_problem(config: RunConfig, nproc: int, launcher: str | None,

@@ -20,9 +20,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 BUCKET_BYTES = 64 * 2**20  # gradients summed per all-reduce (DDP's default bucket is 25 MiB)
 
@@ -71,6 +72,8 @@ class World:
     # ------------------------------------------------------------------ collectives
     def gather(self, local: list[T]) -> list[T]:
         """Every rank's ``local`` list, concatenated in rank order, on every rank."""
+        import torch
+
         if not self.distributed:
             return list(local)
         parts: list[Any] = [None] * self.size
@@ -80,6 +83,8 @@ class World:
 
     def broadcast(self, value: T) -> T:
         """The main rank's ``value`` on every rank (the others pass anything, e.g. None)."""
+        import torch
+
         if not self.distributed:
             return value
         box = [value if self.is_main else None]
@@ -89,6 +94,8 @@ class World:
 
     def sum_floats(self, values: dict[str, float]) -> dict[str, float]:
         """Each name's value summed over the ranks (a name missing on a rank counts 0)."""
+        import torch
+
         if not self.distributed:
             return dict(values)
         names = sorted({name for part in self.gather([values]) for name in part})
@@ -101,6 +108,8 @@ class World:
 
     def sum_tensor_(self, tensor: torch.Tensor) -> torch.Tensor:
         """``tensor`` replaced by its sum over the ranks, in place; returned."""
+        import torch
+
         if self.distributed:
             with self._timed():
                 torch.distributed.all_reduce(tensor)
@@ -113,6 +122,8 @@ class World:
         in flat buckets of up to :data:`BUCKET_BYTES` (one all-reduce each, as DDP's
         reducer does), so the reduction needs that much memory beside them, not a copy
         of every gradient."""
+        import torch
+
         if not self.distributed:
             return
         bucket: list[torch.nn.Parameter] = []
@@ -134,6 +145,8 @@ class World:
             self._sum_bucket(bucket)
 
     def _sum_bucket(self, bucket: list[torch.nn.Parameter]) -> None:
+        import torch
+
         flat = torch.cat([p.grad.reshape(-1) for p in bucket])
         self.sum_tensor_(flat)
         offset = 0
@@ -143,6 +156,8 @@ class World:
 
     def broadcast_parameters(self, parameters: Iterable[torch.Tensor]) -> None:
         """The main rank's values of ``parameters`` on every rank (in place)."""
+        import torch
+
         if not self.distributed:
             return
         with self._timed(), torch.no_grad():
@@ -157,6 +172,8 @@ class World:
                              "host": socket.gethostname()}])
 
     def barrier(self) -> None:
+        import torch
+
         if self.distributed:
             with self._timed():
                 torch.distributed.barrier()
@@ -182,6 +199,8 @@ SINGLE = World()
 def current_world() -> World:
     """The world torch.distributed's default group describes (:data:`SINGLE` when it is
     not initialised); ``local_rank`` from the launcher's ``LOCAL_RANK``."""
+    import torch
+
     if not torch.distributed.is_available() or not torch.distributed.is_initialized():
         return World()
     return World(rank=torch.distributed.get_rank(), size=torch.distributed.get_world_size(),

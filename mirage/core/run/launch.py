@@ -31,12 +31,12 @@ import torch
 
 from mirage.core.config.run_config import RunConfig
 from mirage.core.errors import ConfigError
-from mirage.core.parallel import loopback
+from mirage.core.parallel import local_ray
+from mirage.core.parallel.local_ray import LAUNCHERS
 from mirage.core.parallel.world import current_world
 from mirage.core.run import threads
 from mirage.core.store.run_store import RunStore
 
-LAUNCHERS = ("torchrun", "ray")
 # A collective waits this long for the slowest rank: the main rank's warm start (minutes)
 # comes before the first one the others wait in.
 COLLECTIVE_TIMEOUT = datetime.timedelta(hours=3)
@@ -147,6 +147,8 @@ def _torchrun(job: Job, nproc: int) -> None:
     than a TCP store (which would listen on every interface): mirage/core/parallel/loopback.py."""
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+    from mirage.core.parallel import loopback
+
     for name in ("torch.distributed.elastic", "torch.multiprocessing"):
         # a failure is reported once, by launch() naming the rank; not also as torch's log
         logging.getLogger(name).setLevel(logging.CRITICAL)
@@ -167,7 +169,9 @@ def _torchrun_rank(job: Job, group_store: str) -> None:
     if job.gpus:  # before CUDA starts in this process: it then sees only its own GPUs
         mine = job.gpus[local_rank * job.devices_per_rank : (local_rank + 1) * job.devices_per_rank]
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(mine)
-    os.environ.update(loopback.loopback_env())
+    from mirage.core.parallel.loopback import loopback_env
+
+    os.environ.update(loopback_env())
     torch.distributed.init_process_group("nccl" if job.gpus else "gloo", timeout=COLLECTIVE_TIMEOUT,
                                          init_method=f"file://{group_store}", rank=int(os.environ["RANK"]),
                                          world_size=int(os.environ["WORLD_SIZE"]))
@@ -194,11 +198,11 @@ def _ray(job: Job, nproc: int, address: str | None) -> None:
     from ray.train.torch import TorchConfig, TorchTrainer
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    address = loopback.ray_init_address(address)  # "local": a local Ray, asked for knowingly
+    address = local_ray.ray_init_address(address)  # "local": a local Ray, asked for knowingly
     if not ray.is_initialized():
         local = {} if address else {"num_cpus": max(os.cpu_count() or 1, nproc + 1)}
         if not address:
-            print(loopback.local_ray_warning(), file=sys.stderr, flush=True)
+            print(local_ray.local_ray_warning(), file=sys.stderr, flush=True)
         ray.init(address=address, include_dashboard=False, log_to_driver=True, **local)
     gpus = bool(job.gpus) if not address else bool(ray.cluster_resources().get("GPU"))
     # Ray gives each worker its GPUs (CUDA_VISIBLE_DEVICES) from its resources
