@@ -19,7 +19,7 @@ import typer
 from mirage.core.cli.program import build_cli
 from mirage.core.errors import ConfigError
 from mirage.core.plugin_api.manager import build_plugins
-from mirage.core.plugin_api.moved import MirageDeprecationWarning
+from mirage.moved_paths import MirageDeprecationWarning
 
 COMMAND_PLUGINS = (
     "mirage.flows.commands",   # sweep, sweeps, serve

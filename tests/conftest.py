@@ -14,13 +14,15 @@
   one torch thread (``OMP_NUM_THREADS=1`` for the processes it starts), so two workers
   never oversubscribe two cores; ``MIRAGE_CACHE`` and the builds of ``build_once`` are
   shared by the workers of one run (each under a file lock), everything else is per test.
-* ``cli(*args)`` runs the ``core`` command line in a subprocess and returns
+* ``cli(*args)`` runs the ``core`` command line in a process of its own (forked from a
+  warm zygote, tests/cli_zygote.py) and returns
   ``(returncode, stdout, stderr)``; ``cli_argv(*args)`` is its argument list, for tests
   that start the process themselves.
 """
 
 from __future__ import annotations
 
+import atexit
 import copy
 import gzip
 import re
@@ -28,11 +30,13 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Callable
 
 import pytest
 import yaml
+from cli_zygote import Zygote
 from shared_builds import shared_root
 
 from mirage.core.config.presets import TINY
@@ -109,12 +113,21 @@ def cli_command(*args: str | os.PathLike[str]) -> list[str]:
     return [sys.executable, "-m", "mirage", *map(str, args)]
 
 
+_ZYGOTE = Zygote()
+atexit.register(_ZYGOTE.close)
+
+
 def run_cli(*args: str | os.PathLike[str], timeout: float = 300) -> CliResult:
-    """Run ``core ARGS...`` in a subprocess (with this process's environment);
-    return (returncode, stdout, stderr)."""
-    done = subprocess.run(cli_command(*args), capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO, env=os.environ.copy())
-    return done.returncode, done.stdout, done.stderr
+    """Run ``core ARGS...`` in a process of its own (with this process's environment, in
+    the repository); return (returncode, stdout, stderr). The process is forked from a
+    warm zygote that has torch and MIRAGE imported (tests/cli_zygote.py), unless
+    ``MIRAGE_TEST_SUBPROCESS=1`` asks for a fresh interpreter each time."""
+    if os.environ.get("MIRAGE_TEST_SUBPROCESS") == "1":
+        done = subprocess.run(cli_command(*args), capture_output=True, text=True, timeout=timeout,
+                              cwd=REPO, env=os.environ.copy())
+        return done.returncode, done.stdout, done.stderr
+    scratch = Path(tempfile.gettempdir()) / f"mirage-cli-{os.getuid()}"
+    return _ZYGOTE.run(list(map(str, args)), dict(os.environ), REPO, timeout, scratch)
 
 
 @pytest.fixture(scope="session")

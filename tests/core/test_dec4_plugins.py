@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from mirage.core.config.presets import TINY
+from mirage.core.plugin_api import manager
 from mirage.core.plugin_api.manager import build_plugins
-from mirage.core.plugin_api.moved import MirageDeprecationWarning
+from mirage.moved_paths import MirageDeprecationWarning
 from mirage.core.rl.batch import Batch, Group, Trajectory, Turn
 from mirage.core.run.loop import execute
 from mirage.core.run.validate import build_component, build_config
@@ -48,6 +49,7 @@ def dec4(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(DEC4))
     monkeypatch.delenv("MIRAGE_DISABLE_PLUGIN_AUTOLOAD", raising=False)
     monkeypatch.setenv("MIRAGE_PLUGINS", ",".join(PACKAGES))
+    monkeypatch.setattr(manager, "shown_notices", set())  # as in a fresh process
     forget_packages()
     yield
     forget_packages()

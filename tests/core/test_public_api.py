@@ -20,7 +20,7 @@ import pytest
 from public_api import SNAPSHOT, render, snapshot
 
 from mirage.core.plugin_api.manager import build_plugins
-from mirage.core.plugin_api.moved import MOVED, OLD_PACKAGE_NAMES, MirageDeprecationWarning
+from mirage.moved_paths import MOVED, OLD_PACKAGE_NAMES, MirageDeprecationWarning
 from mirage.core.plugin_api.version import API_VERSION, READS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -55,7 +55,7 @@ def mirage_register_envs(register: Register) -> None:
 
     Receives the registry's ``register(name, cls)``; returns nothing.
     Every implementation is called (not firstresult), once per plugin manager.
-    ``cls`` subclasses :class:`mirage.core.rl.env.Environment`.
+    ``cls`` subclasses :class:`mirage.plugin.Environment`.
     """
 
 
@@ -63,7 +63,7 @@ def mirage_register_envs(register: Register) -> None:
 def mirage_register_backends(register: Register) -> None:
     """Register policy backends: ``register("local", LocalBackend)``.
 
-    ``cls(config: RunConfig, options)`` must subclass :class:`mirage.core.rl.backend.Backend`;
+    ``cls(config: RunConfig, options)`` must subclass :class:`mirage.plugin.Backend`;
     ``options`` is an instance of ``cls.Options`` built from ``model.options``.
     Every implementation is called (not firstresult), once per plugin manager.
     """
@@ -73,7 +73,7 @@ def mirage_register_backends(register: Register) -> None:
 def mirage_register_algorithms(register: Register) -> None:
     """Register update algorithms: ``register("grpo", GRPO)``.
 
-    ``cls(config: RunConfig, options)`` must subclass :class:`mirage.core.plugin_api.components.Algorithm`;
+    ``cls(config: RunConfig, options)`` must subclass :class:`mirage.plugin.Algorithm`;
     ``options`` is an instance of ``cls.Options`` built from ``algorithm.options``.
     Every implementation is called (not firstresult), once per plugin manager.
     """
@@ -84,7 +84,7 @@ def mirage_register_estimators(register: Register) -> None:
     """Register advantage estimators: ``register("gae", GAE)``; ``algorithm.adv_estimator``
     names one.
 
-    ``cls(config: RunConfig)`` must subclass :class:`mirage.core.plugin_api.components.AdvantageEstimator`.
+    ``cls(config: RunConfig)`` must subclass :class:`mirage.plugin.AdvantageEstimator`.
     Every implementation is called (not firstresult), once per plugin manager.
     """
 
@@ -93,7 +93,7 @@ def mirage_register_estimators(register: Register) -> None:
 def mirage_register_filters(register: Register) -> None:
     """Register rollout filters: ``register("top_p", TopPFilter)``.
 
-    ``cls(config: RunConfig, options)`` must subclass :class:`mirage.core.plugin_api.components.Filter`;
+    ``cls(config: RunConfig, options)`` must subclass :class:`mirage.plugin.Filter`;
     ``options`` is an instance of ``cls.Options`` built from ``filter.options``.
     Every implementation is called (not firstresult), once per plugin manager.
     """
@@ -103,7 +103,7 @@ def mirage_register_filters(register: Register) -> None:
 def mirage_register_diagnostics(register: Register) -> None:
     """Register diagnostics: ``register("mi", MutualInformation)``.
 
-    ``cls(config: RunConfig, options)`` must subclass :class:`mirage.core.plugin_api.components.Diagnostic`;
+    ``cls(config: RunConfig, options)`` must subclass :class:`mirage.plugin.Diagnostic`;
     ``options`` is an instance of ``cls.Options`` built from ``diagnostics.options[name]``.
     Every implementation is called (not firstresult), once per plugin manager.
     """
@@ -113,7 +113,7 @@ def mirage_register_diagnostics(register: Register) -> None:
 def mirage_register_loggers(register: Register) -> None:
     """Register experiment-tracker loggers: ``register("wandb", WandbLogger)``.
 
-    ``cls(config: RunConfig, options)`` must subclass :class:`mirage.core.plugin_api.components.Logger`;
+    ``cls(config: RunConfig, options)`` must subclass :class:`mirage.plugin.Logger`;
     ``options`` is an instance of ``cls.Options`` built from ``loggers.options[name]``.
     Every implementation is called (not firstresult), once per plugin manager.
     """

@@ -4,7 +4,7 @@ and the one deprecation notice each gets when it loads.
 A plugin's *generation* is the major plugin API it was written for: its declaration
 (mirage/core/plugin_api/version.py) when it has one, else read from its imports — a
 plugin that imports a flat ``mirage.core.*`` path of 4 December 2026
-(mirage/core/plugin_api/moved.py) expects that release's constructors (generation 1),
+(mirage/moved_paths.py) expects that release's constructors (generation 1),
 any other expects today's (generation 2). :func:`build_legacy` builds a generation-1
 component the way that release did, so its code runs unchanged:
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from mirage.core.plugin_api.moved import MOVED, OLD_PACKAGE_NAMES, PUBLIC_MODULES, REMOVED_IN
+from mirage.moved_paths import MOVED, OLD_PACKAGE_NAMES, PUBLIC_MODULES, REMOVED_IN
 
 CURRENT = 2
 

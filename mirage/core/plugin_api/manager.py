@@ -26,7 +26,7 @@ from mirage.core.plugin_api import hookspecs, legacy
 from mirage.core.plugin_api.failures import PluginFailure, defined_at, distribution_of, raised_at
 from mirage.core.plugin_api.hook_calls import raising_impl, running_impl
 from mirage.core.plugin_api.loaded_plugins import PluginInfo, Plugins
-from mirage.core.plugin_api.moved import MirageDeprecationWarning, held_back
+from mirage.moved_paths import MirageDeprecationWarning, held_back
 from mirage.core.plugin_api.registry import KINDS, Registries
 from mirage.core.plugin_api.version import IncompatiblePlugin, declared_generation, mirage_version
 
@@ -62,7 +62,9 @@ def _third_party_entry_points() -> list[metadata.EntryPoint]:
 _SET_ASIDE: dict[str, PluginFailure] = {}
 
 
-_NOTICES_SHOWN: dict = {}  # warnings' registry for the plugins' deprecation notices
+shown_notices: set[str] = set()
+"""The plugins' deprecation notices already warned in this process (each is warned once;
+``core plugins`` and ``PluginInfo.deprecated`` keep showing them)."""
 
 
 def set_aside_in_this_process(failure: PluginFailure) -> None:
@@ -113,9 +115,9 @@ def build_plugins(extra: Sequence[tuple[str, object]] = (),
         scan = legacy.scan_imports(plugin)
         generations[name] = declared if declared is not None else legacy.inferred_generation(scan)
         deprecated = legacy.notice(name, scan, generations[name])
-        if deprecated is not None:  # once per process while the warning filters stand
-            warnings.warn_explicit(deprecated, MirageDeprecationWarning, *legacy.first_use(scan, plugin),
-                                   registry=_NOTICES_SHOWN)
+        if deprecated is not None and deprecated not in shown_notices:  # once per process
+            shown_notices.add(deprecated)
+            warnings.warn_explicit(deprecated, MirageDeprecationWarning, *legacy.first_use(scan, plugin))
         ep = entry_points.get(name)
         if ep is None:  # passed in: its own __version__, if it has one
             plugin_version = getattr(plugin, "__version__", "unknown")

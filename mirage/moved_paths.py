@@ -5,12 +5,14 @@ Until 4 December 2026 (plugin API 1) core was flat: plugin authors were told to 
 ``mirage.core.env`` and so on. Those modules moved into core's folders (plugin API 2) and
 today's authors import :mod:`mirage.plugin` instead. :data:`MOVED` maps every old flat
 path to the module that holds its code now; :class:`MovedFinder` (installed by
-``mirage/__init__.py``) makes ``import mirage.core.batch`` return that module itself (the same
+``mirage/core/__init__.py``, so it is there before any ``mirage.core.*`` import) makes ``import mirage.core.batch`` return that module itself (the same
 objects, no copy) with a :class:`MirageDeprecationWarning` naming the public import. Two
 old paths are packages today (``mirage.core.config``, ``mirage.core.store``): their
 ``__init__`` serves the old names through :func:`old_name`.
 
-Only the standard library is imported here: it is loaded with ``mirage``."""
+Only the standard library is imported here: it is loaded with ``mirage.core``. It sits
+outside core's folders because both core's lowest floor (``config``, ``store``) and the
+plugin manager read it."""
 
 from __future__ import annotations
 

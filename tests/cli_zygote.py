@@ -1,0 +1,162 @@
+"""Runs ``core`` commands for the tests in processes forked from one warm process.
+
+Each ``core`` command a test runs is still a process of its own (its own exit status,
+stdout, stderr, environment, working directory and ``sys.path``), but instead of a fresh
+interpreter importing torch, transformers and MIRAGE (about 6 s a run on the 2-core
+machine, paid by hundreds of tests) it is forked from a *zygote* that imported them once
+and has computed nothing (so no thread pool is running when it forks). Modules are
+imported in the zygote, never configured: whatever reads the environment at import time
+(Prefect's settings) is left for the child to import.
+
+``python tests/cli_zygote.py`` is the zygote: it reads one JSON request a line on stdin
+(``argv``, ``env``, ``cwd``, ``out``, ``err``), forks, writes ``{"pid": ...}``, waits for
+the child and writes ``{"status": ...}``. :class:`Zygote` is its client in the test
+process; a test that needs a real process tree (to signal or sample it) starts
+``cli_argv(...)`` itself, as before. ``MIRAGE_TEST_SUBPROCESS=1`` turns the zygote off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+WARM_MODULES = (
+    "torch", "transformers", "transformers.models.qwen2.modeling_qwen2", "mirage.builtins",
+    "mirage.core.run.loop", "mirage.plugins.backend_local.backend", "mirage.plugins.verl_algorithms.register",
+    "mirage.envs.plugin", "mirage.plugins.diagnostics", "mirage.plugins.filters",
+)
+
+
+# ---------------------------------------------------------------------- the zygote
+def _child(request: dict) -> None:
+    """In the forked child: become the command's process, run it, exit with its status."""
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        out = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        err = os.open(request["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(null, 0)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        for fd in (null, out, err):
+            os.close(fd)
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = open(1, "w", closefd=False)
+        sys.stderr = open(2, "w", closefd=False)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        extra = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+        sys.path[1:1] = extra  # what a fresh interpreter would have put after the script's dir
+        import importlib
+
+        importlib.invalidate_caches()
+        sys.argv = ["core", *request["argv"]]
+        from mirage.builtins import main
+
+        code = 0
+        try:
+            main()
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+            if not isinstance(exit_.code, (int, type(None))):
+                print(exit_.code, file=sys.stderr)
+        except BaseException:  # noqa: BLE001 - as an interpreter would: the traceback, status 1
+            import traceback
+
+            traceback.print_exc()
+            code = 1
+    except BaseException:  # noqa: BLE001
+        code = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def serve() -> None:
+    for name in WARM_MODULES:
+        __import__(name)
+    requests = sys.stdin.buffer
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # a stray print must not corrupt the replies
+    replies.write("ready\n")
+    replies.flush()
+    for line in requests:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _child(request)
+        replies.write(json.dumps({"pid": pid}) + "\n")
+        replies.flush()
+        _, status = os.waitpid(pid, 0)
+        replies.write(json.dumps({"status": os.waitstatus_to_exitcode(status)}) + "\n")
+        replies.flush()
+
+
+# ---------------------------------------------------------------------- the client
+class Zygote:
+    """One warm zygote per test process, started on first use."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen | None = None
+
+    def _start(self) -> subprocess.Popen:
+        if self.process is None or self.process.poll() is not None:
+            self.process = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, text=True, bufsize=1)
+            assert self.process.stdout.readline().strip() == "ready", "the CLI zygote did not start"
+        return self.process
+
+    def _reply(self, timeout: float | None) -> dict | None:
+        stdout = self._start().stdout
+        ready, _, _ = select.select([stdout], [], [], timeout)
+        if not ready:
+            return None
+        line = stdout.readline()
+        if not line:
+            raise RuntimeError("the CLI zygote died")
+        return json.loads(line)
+
+    def run(self, argv: list[str], env: dict[str, str], cwd: Path, timeout: float,
+            scratch: Path) -> tuple[int, str, str]:
+        scratch.mkdir(parents=True, exist_ok=True)
+        stamp = f"{os.getpid()}-{time.monotonic_ns()}"
+        out, err = scratch / f"{stamp}.out", scratch / f"{stamp}.err"
+        process = self._start()
+        process.stdin.write(json.dumps({"argv": argv, "env": env, "cwd": str(cwd),
+                                        "out": str(out), "err": str(err)}) + "\n")
+        process.stdin.flush()
+        pid = self._reply(30)["pid"]
+        reply = self._reply(timeout)
+        if reply is None:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self._reply(30)
+            raise subprocess.TimeoutExpired(["core", *argv], timeout)
+        try:
+            return reply["status"], out.read_text(errors="replace"), err.read_text(errors="replace")
+        finally:
+            out.unlink(missing_ok=True)
+            err.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+if __name__ == "__main__":
+    serve()
