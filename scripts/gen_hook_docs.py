@@ -37,8 +37,8 @@ come through this hook from the built-in command plugins listed in `mirage/built
 import typer
 from typer.testing import CliRunner
 
-from mirage.builtins import cli as core_program
-from mirage.core.plugin_api.hookspecs import hookimpl
+from mirage.plugin import hookimpl
+from mirage.plugin.testing import core_program
 
 
 def hello(name: str = typer.Argument(..., help="who to greet")) -> None:

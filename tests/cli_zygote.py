@@ -102,16 +102,32 @@ def serve() -> None:
 
 
 # ---------------------------------------------------------------------- the client
-class Zygote:
-    """One warm zygote per test process, started on first use."""
+CALL_TIME_VARIABLES = ("MIRAGE_", "PYTEST_", "PYTHONPATH", "COLUMNS", "LINES", "TORCHINDUCTOR_")
+"""Environment variables a child may change: read when a command runs (MIRAGE's own;
+the compiler's cache, which torch sets in the test process once something compiled), or
+applied by the child itself (``PYTHONPATH``). Any other difference from the zygote's
+environment (``HF_HUB_OFFLINE``, ``PREFECT_*``, ``OMP_NUM_THREADS``, ... some libraries
+read at import) sends the command to a fresh interpreter instead."""
 
-    def __init__(self) -> None:
+
+class Zygote:
+    """One warm zygote per test process, started on first use with the environment the
+    test process started with."""
+
+    def __init__(self, environment: dict[str, str]) -> None:
         self.process: subprocess.Popen | None = None
+        self.environment = dict(environment)
+
+    def serves(self, env: dict[str, str]) -> bool:
+        """Whether a command with ``env`` may be forked from the zygote."""
+        names = set(env) | set(self.environment)
+        return all(env.get(n) == self.environment.get(n) for n in names if not n.startswith(CALL_TIME_VARIABLES))
 
     def _start(self) -> subprocess.Popen:
         if self.process is None or self.process.poll() is not None:
             self.process = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE,
-                                            stdout=subprocess.PIPE, text=True, bufsize=1)
+                                            stdout=subprocess.PIPE, text=True, bufsize=1,
+                                            env=self.environment)
             assert self.process.stdout.readline().strip() == "ready", "the CLI zygote did not start"
         return self.process
 

@@ -60,6 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
         import torch
 
         torch.set_num_threads(1)
+    _ZYGOTE.environment = dict(os.environ)  # what the zygote starts with, once tests begin
 
 
 @pytest.fixture(scope="session")
@@ -113,16 +114,17 @@ def cli_command(*args: str | os.PathLike[str]) -> list[str]:
     return [sys.executable, "-m", "mirage", *map(str, args)]
 
 
-_ZYGOTE = Zygote()
+_ZYGOTE = Zygote(os.environ)  # pytest_configure sets its environment once the session's is set
 atexit.register(_ZYGOTE.close)
 
 
 def run_cli(*args: str | os.PathLike[str], timeout: float = 300) -> CliResult:
     """Run ``core ARGS...`` in a process of its own (with this process's environment, in
     the repository); return (returncode, stdout, stderr). The process is forked from a
-    warm zygote that has torch and MIRAGE imported (tests/cli_zygote.py), unless
-    ``MIRAGE_TEST_SUBPROCESS=1`` asks for a fresh interpreter each time."""
-    if os.environ.get("MIRAGE_TEST_SUBPROCESS") == "1":
+    warm zygote that has torch and MIRAGE imported (tests/cli_zygote.py), unless the test
+    changed an environment variable some library reads at import (then, and whenever
+    ``MIRAGE_TEST_SUBPROCESS=1``, it is a fresh interpreter)."""
+    if os.environ.get("MIRAGE_TEST_SUBPROCESS") == "1" or not _ZYGOTE.serves(dict(os.environ)):
         done = subprocess.run(cli_command(*args), capture_output=True, text=True, timeout=timeout,
                               cwd=REPO, env=os.environ.copy())
         return done.returncode, done.stdout, done.stderr

@@ -10,6 +10,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from mirage.core.store.run_store import RunStore
 
 
@@ -31,6 +33,7 @@ def listed(cli, db, *args) -> list[dict]:
     return json.loads(out)
 
 
+@pytest.mark.slow  # kills a real run and resumes it: 16 s
 def test_a_killed_run_is_crashed_and_resumes(cli, cli_argv, tiny_config_file, tmp_path):
     db = tmp_path / "runs.duckdb"
     proc = subprocess.Popen(

@@ -26,6 +26,8 @@ from mirage.core.parallel.world import World, current_world
 from mirage.plugins.backend_local.backend import LocalBackend
 from mirage.plugins.verl_algorithms.loss import ClippedPolicyLoss
 
+pytestmark = pytest.mark.slow  # process groups of 2 ranks: 20-25 s a case
+
 RTOL = 1e-10
 
 

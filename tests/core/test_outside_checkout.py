@@ -16,6 +16,8 @@ import pandas as pd
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow  # builds a wheel and runs core outside the checkout: 9 s a case
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -32,6 +32,8 @@ from mirage.plugins.backend_local.options import LocalOptions
 from mirage.plugins.diagnostics import cross_scoring
 from mirage.plugins.verl_algorithms.loss import ClippedPolicyLoss
 
+pytestmark = pytest.mark.slow  # process groups of 2 ranks: 15-20 s a case
+
 RTOL = 1e-10
 VOCAB, PAD = 40, 0
 ROWS = 7  # micro-batches of 2 (2 + 2 on two ranks) or 3 (3 + 3, then 1: 2 + 1 micro-batches)

@@ -110,6 +110,7 @@ def test_python_blocks_run(page: Path, scratch: Path, monkeypatch: pytest.Monkey
             raise AssertionError(f"{block.where}: {type(error).__name__}: {error}") from error
 
 
+@pytest.mark.slow  # each block runs core commands: 5-12 s a block
 @pytest.mark.plugin_autoload
 @pytest.mark.parametrize("block", [b for b in by_language("bash") if b.not_run is None], ids=lambda b: b.where)
 def test_bash_blocks_run(block: Block, scratch: Path):

@@ -58,6 +58,7 @@ def metrics_by_step(db: Path, run_id: str) -> dict[tuple[int, str], float]:
     return {(step, name): value for step, name, value in RunStore(db).metrics(run_id)}
 
 
+@pytest.mark.slow  # two whole runs: 11 s
 # ------------------------------------------------------------------ the run, end to end
 def test_matches_the_local_backend_when_sampling_is_deterministic(fake_vllm, tiny_config, tmp_path):
     # At temperature 1e-6 both samplers take each step's most likely token (the lean loop
@@ -109,6 +110,7 @@ def check_sync_order(events: list[tuple[str, float]]) -> int:
     return loads
 
 
+@pytest.mark.slow  # a run and its resume: 12 s
 def test_weights_sync_before_generating_after_an_update_and_after_resume(
         fake_vllm, monkeypatch, tiny_config, tmp_path):
     data = engine_config(tiny_config, steps=3, algorithm={"lr": 1e-2, "entropy_coef": 0.1},
