@@ -109,33 +109,33 @@ def test_core_app_listens_on_loopback_unless_told_otherwise(cli_argv, tmp_path, 
         assert "no authentication" in first
 
 
-def test_a_two_process_run_listens_on_loopback_only(cli_argv, tiny_config_file, tmp_path):
+def two_process_run(cli_argv, config, db: Path, *extra: str, seconds: float) -> tuple[int, set[str], str]:
+    """``core run --parallel ddp --nproc 2 EXTRA``: its exit code, every address its tree
+    listened on while it ran, and its stderr."""
     process = subprocess.Popen(
-        cli_argv("run", "--config", tiny_config_file, "--db", tmp_path / "runs.duckdb", "--quiet",
-                 "--parallel", "ddp", "--nproc", "2", "--steps", "2"),
+        cli_argv("run", "--config", config, "--db", db, "--quiet", "--parallel", "ddp", "--nproc", "2", *extra),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        seen = watch(process, 400)
+        seen = watch(process, seconds)
         code = process.wait(60)
     finally:
         stop(process)
-    assert code == 0, process.stderr.read()[-2000:]
+    return code, seen, process.stderr.read()
+
+
+def test_a_two_process_run_listens_on_loopback_only(cli_argv, tiny_config_file, tmp_path):
+    code, seen, err = two_process_run(cli_argv, tiny_config_file, tmp_path / "runs.duckdb", "--steps", "2",
+                                      seconds=400)
+    assert code == 0, err[-2000:]
     assert seen, "the ranks' process group listened nowhere: the sampling missed it"
     assert beyond_loopback(seen) == set(), seen
 
 
 def test_a_ray_launch_at_its_defaults_starts_nothing_that_listens(cli_argv, tiny_config_file, tmp_path):
-    process = subprocess.Popen(
-        cli_argv("run", "--config", tiny_config_file, "--db", tmp_path / "runs.duckdb", "--quiet",
-                 "--parallel", "ddp", "--nproc", "2", "--launcher", "ray"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        seen = watch(process, 120)
-        code = process.wait(60)
-    finally:
-        stop(process)
+    code, seen, err = two_process_run(cli_argv, tiny_config_file, tmp_path / "runs.duckdb", "--launcher", "ray",
+                                      seconds=120)
     assert code == 2 and seen == set()
-    assert "--ray-address local" in process.stderr.read()
+    assert "--ray-address local" in err
     assert not (tmp_path / "runs.duckdb").exists()
 
 
