@@ -29,9 +29,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from mirage.core.plugin_api.version import GENERATION
 from mirage.moved_paths import MOVED, OLD_PACKAGE_NAMES, PUBLIC_MODULES, REMOVED_IN
-
-CURRENT = 2
 
 
 @dataclass
@@ -93,13 +92,12 @@ def scan_imports(plugin: object) -> ImportScan:
 def first_use(scan: ImportScan, plugin: object) -> tuple[str, int]:
     """(file, line) a plugin's deprecation notice points at: its first old or internal
     import, else the plugin's own module."""
-    for where in [*scan.old.values(), *scan.deep.values()]:
-        return where
-    return getattr(plugin, "__file__", None) or "<plugin>", 1
+    found = [*scan.old.values(), *scan.deep.values()]
+    return found[0] if found else (getattr(plugin, "__file__", None) or "<plugin>", 1)
 
 
 def inferred_generation(scan: ImportScan) -> int:
-    return 1 if scan.old else CURRENT
+    return 1 if scan.old else GENERATION
 
 
 def notice(plugin_name: str, scan: ImportScan, generation: int) -> str | None:
@@ -110,7 +108,7 @@ def notice(plugin_name: str, scan: ImportScan, generation: int) -> str | None:
         paths = ", ".join(f"{m} ({Path(file).name}:{line})"
                           for m, (file, line) in [*scan.old.items(), *scan.deep.items()])
         parts.append(f"imports {paths}: import from mirage.plugin instead")
-    if generation < CURRENT:
+    if generation < GENERATION:
         parts.append("its components are built with the constructors of plugin API 1, adapted "
                      "(today: cls(config, options))")
     if not parts:

@@ -12,6 +12,7 @@ import pluggy
 
 from mirage.core.plugin_api.failures import PluginFailure
 from mirage.core.plugin_api.registry import Registries
+from mirage.core.plugin_api.version import GENERATION
 
 
 @dataclass
@@ -23,7 +24,7 @@ class PluginInfo:
     builtin: bool
     hooks: list[str] = field(default_factory=list)
     components: dict[str, list[str]] = field(default_factory=dict)
-    api: int = 2
+    api: int = GENERATION
     """The plugin API major version it was written for (mirage/core/plugin_api/legacy.py)."""
     deprecated: str | None = None
     """Its deprecation notice: old import paths or constructors it still uses."""

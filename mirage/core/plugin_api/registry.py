@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Iterator, TypeVar
 
 from mirage.core.plugin_api.components import AdvantageEstimator, Algorithm, Diagnostic, Filter, Logger
+from mirage.core.plugin_api.version import GENERATION
 from mirage.core.rl.backend import Backend
 from mirage.core.rl.env import Environment
 
@@ -65,14 +66,14 @@ class Registry(Generic[T]):
     """Every set-aside plugin's failure line (shared by the registries of one manager)."""
 
     def problem(self, name: object, component: object, owner: str = "?",
-                taken: dict[str, str] | None = None, generation: int = 2) -> str | None:
+                taken: dict[str, str] | None = None, generation: int = GENERATION) -> str | None:
         """Why ``register`` would refuse ``component`` under ``name`` (None: it would
         not); ``taken`` holds more names already claimed (name -> owner)."""
         if not name or not isinstance(name, str):
             return f"{self.kind}: component name must be a non-empty string; got {name!r}"
         if self.contract is not None and not (
             isinstance(component, type) and issubclass(component, self.contract)
-        ) and not (generation < 2 and duck_typed(component, self.contract)):
+        ) and not (generation < GENERATION and duck_typed(component, self.contract)):
             base = f"{self.contract.__module__}.{self.contract.__qualname__}"
             return f"{self.kind}: {name!r} (by {owner}) must subclass {base}; got {component!r}"
         first = self._owners.get(name) or (taken or {}).get(name)
@@ -80,7 +81,7 @@ class Registry(Generic[T]):
             return f"{self.kind}: {name!r} registered twice (by {first} and {owner})"
         return None
 
-    def register(self, name: str, component: T, owner: str = "?", generation: int = 2) -> None:
+    def register(self, name: str, component: T, owner: str = "?", generation: int = GENERATION) -> None:
         problem = self.problem(name, component, owner, generation=generation)
         if problem is not None:
             raise ValueError(problem)
@@ -93,7 +94,7 @@ class Registry(Generic[T]):
     def generation(self, name: str) -> int:
         """The plugin API major version ``name``'s plugin was written for (how it is
         built: mirage/core/plugin_api/legacy.py)."""
-        return self._generations.get(name, 2)
+        return self._generations.get(name, GENERATION)
 
     def get(self, name: str) -> T:
         try:

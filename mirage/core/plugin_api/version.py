@@ -25,6 +25,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 API_VERSION = "2.1"
+GENERATION = int(API_VERSION.split(".")[0])
+"""The major version: the constructors and paths today's components are built with."""
 READS = ("1.0", "2.0", "2.1")
 """Every plugin API version a plugin may be written for and still load, oldest first."""
 DECLARATION = "MIRAGE_PLUGIN_API"

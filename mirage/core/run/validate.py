@@ -12,9 +12,10 @@ from mirage.core.config.legacy import MOVED
 from mirage.core.config.options import options_class
 from mirage.core.config.run_config import AlgorithmConfig, RunConfig
 from mirage.core.errors import ConfigError
-from mirage.core.plugin_api.manager import Plugins, build_plugins
 from mirage.core.plugin_api.legacy import build_legacy
+from mirage.core.plugin_api.manager import Plugins, build_plugins
 from mirage.core.plugin_api.registry import Registries, UnknownComponentError
+from mirage.core.plugin_api.version import GENERATION
 
 
 def one_line(error: ValidationError, prefix: str = "") -> str:
@@ -131,7 +132,7 @@ def build_component(config: RunConfig, registries: Registries, kind: str, name: 
     registry = getattr(registries, OPTIONS_AT[kind][0])
     cls = registry.get(name)
     options = chosen_options(config, registries, kind, name)
-    if registry.generation(name) < 2:
+    if registry.generation(name) < GENERATION:
         return build_legacy(kind, cls, config, options)
     return cls(config, options)
 
