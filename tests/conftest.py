@@ -44,6 +44,10 @@ from mirage.core.config.presets import TINY
 pytest_plugins = ("slow_guard",)
 
 REPO = Path(__file__).resolve().parents[1]
+# No test reaches the Hugging Face hub (no machine the suite runs on can): a name that is
+# not a local directory fails at once instead of after the hub's retries, and the CLI
+# zygote, started with this environment, serves the tests that ask for it.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 TINY_CONFIG = {"env": {"name": "frozenlake"}, **copy.deepcopy(TINY)}
 
@@ -61,6 +65,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
         torch.set_num_threads(1)
     _ZYGOTE.environment = dict(os.environ)  # what the zygote starts with, once tests begin
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with end-to-end (``slow``) tests run first, each module's tests kept
+    together and in order (so module fixtures are built once): the workers start on the
+    long tests and finish on short ones, instead of one worker finishing a long test alone."""
+    slow_modules = {item.module for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.module not in slow_modules)  # stable: order kept within each part
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ nothing to do (1 row).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 import torch
@@ -26,7 +25,8 @@ from mirage.core.parallel.world import World, current_world
 from mirage.plugins.backend_local.backend import LocalBackend
 from mirage.plugins.verl_algorithms.loss import ClippedPolicyLoss
 
-pytestmark = pytest.mark.slow  # process groups of 2 ranks: 20-25 s a case
+# process groups of 2 ranks, started once for the module's cases (on one xdist worker)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fsdp-training")]
 
 RTOL = 1e-10
 
@@ -52,31 +52,41 @@ def measure(world: World, count: int, critic: bool = False) -> dict:
     return measured
 
 
-def _rank(rank: int, size: int, rendezvous: str, out: str, critic: bool, count: int) -> None:
+CASES = {"2+2-micro-batches": (7, False), "2+1-padded": (5, False), "1+0-padded": (1, False),
+         "ppo-critic-2+1-padded": (5, True)}
+
+
+def _rank(rank: int, size: int, rendezvous: str, out: str, cases: dict) -> None:
+    """Every case in turn on one process group (starting the processes is most of the
+    cost), each case's measurement saved as ``{case}-rank{rank}.pt``."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=size)
     try:
-        world = current_world()
-        torch.save(measure(world, count, critic), f"{out}/rank{rank}.pt")
+        for case, (count, critic) in cases.items():
+            torch.save(measure(current_world(), count, critic), f"{out}/{case}-rank{rank}.pt")
     finally:
         dist.destroy_process_group()
 
 
-def on_two_processes(tmp_path: Path, critic: bool, count: int) -> list[dict]:
-    mp.start_processes(_rank, args=(2, str(tmp_path / "rendezvous"), str(tmp_path), critic, count), nprocs=2,
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory) -> dict[str, list[dict]]:
+    """Each case measured on the two ranks of one spawned gloo group: case -> [rank 0, rank 1]."""
+    directory = tmp_path_factory.mktemp("fsdp")
+    mp.start_processes(_rank, args=(2, str(directory / "rendezvous"), str(directory), CASES), nprocs=2,
                        start_method="spawn", join=True)
-    return [torch.load(tmp_path / f"rank{rank}.pt", weights_only=False) for rank in range(2)]
+    return {case: [torch.load(directory / f"{case}-rank{rank}.pt", weights_only=False) for rank in range(2)]
+            for case in CASES}
 
 
-@pytest.mark.parametrize(("count", "critic"), [(7, False), (5, False), (1, False), (5, True)],
-                         ids=["2+2-micro-batches", "2+1-padded", "1+0-padded", "ppo-critic-2+1-padded"])
-def test_one_fsdp_step_on_two_processes_is_the_one_process_step(count, critic, tmp_path):
+@pytest.mark.parametrize("case", CASES)
+def test_one_fsdp_step_on_two_processes_is_the_one_process_step(case, two_processes):
+    count, critic = CASES[case]
     torch.set_num_threads(1)
     alone = measure(World(), count, critic)
     start = flat(backend(World()).model.parameters())
     assert not torch.equal(alone["parameters"], start)  # the step moved them
-    for rank, got in enumerate(on_two_processes(tmp_path, critic, count)):
+    for rank, got in enumerate(two_processes[case]):
         if critic:  # its value head computes in float32 whatever the policy's dtype
             assert close(got["critic"], alone["critic"], float32=True), f"rank {rank}: critic differs"
         assert close(got["parameters"], alone["parameters"]), f"rank {rank}: replica differs"

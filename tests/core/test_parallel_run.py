@@ -46,13 +46,34 @@ def run_ddp(cli, tiny_config_file, tmp_path):
     return run
 
 
+@pytest.fixture(scope="module")
+def baselines() -> dict[tuple[str, ...], dict[str, float]]:
+    return {}
+
+
+@pytest.fixture
+def one_process(baselines, run_ddp):
+    """``one_process(*args)``: the stored metrics of the one-process ddp run with ``args``,
+    run once for the module's tests (which share an xdist worker) and reused."""
+    def metrics(*args: str) -> dict[str, float]:
+        if args not in baselines:
+            db, (code, out, err) = run_ddp(f"one-{len(baselines)}", *args)
+            assert code == 0, err
+            baselines[args] = stored_metrics(db)
+        return baselines[args]
+    return metrics
+
+
+# the end-to-end runs share their one-process baselines: one worker runs them all
+SHARED = pytest.mark.xdist_group("parallel-run")
+
+
 @pytest.mark.slow
-def test_two_torchrun_processes_store_the_metrics_of_one(run_ddp):
-    one, (code, out, err) = run_ddp("one", "--steps", "3")
-    assert code == 0, err
+@SHARED
+def test_two_torchrun_processes_store_the_metrics_of_one(run_ddp, one_process):
     two, (code, out, err) = run_ddp("two", "--steps", "3", "--nproc", "2")
     assert code == 0, err
-    assert_same_metrics(stored_metrics(two), stored_metrics(one))
+    assert_same_metrics(stored_metrics(two), one_process("--steps", "3"))
     store = RunStore(two)
     (run,) = store.list_runs()
     events = {e["kind"]: e["message"] for e in store.events(run["run_id"])}
@@ -62,14 +83,13 @@ def test_two_torchrun_processes_store_the_metrics_of_one(run_ddp):
 
 
 @pytest.mark.slow
-def test_two_ray_train_workers_store_the_metrics_of_one(run_ddp):
-    one, (code, out, err) = run_ddp("one", "--steps", "3")
-    assert code == 0, err
+@SHARED
+def test_two_ray_train_workers_store_the_metrics_of_one(run_ddp, one_process):
     # a local Ray listens on every interface: it starts only when asked for by name
     two, (code, out, err) = run_ddp("ray", "--steps", "3", "--nproc", "2", "--launcher", "ray",
                                     "--ray-address", "local")
     assert code == 0, err
-    assert_same_metrics(stored_metrics(two), stored_metrics(one))
+    assert_same_metrics(stored_metrics(two), one_process("--steps", "3"))
 
 
 def _alive(pid: int) -> bool:
@@ -84,12 +104,13 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_a_killed_rank_fails_the_run_and_the_resume_reproduces_it(cli, cli_argv, run_ddp, tiny_config_file, tmp_path):
-    whole, (code, out, err) = run_ddp("whole", "--steps", "6")
-    assert code == 0, err
+@SHARED
+def test_a_killed_rank_fails_the_run_and_the_resume_reproduces_it(cli, cli_argv, one_process, tiny_config_file,
+                                                                  tmp_path):
+    """No filter, so every step updates: the resume restores the optimizer's state too."""
     db = tmp_path / "killed.duckdb"
     proc = subprocess.Popen(cli_argv("run", "--config", tiny_config_file, "--db", db, *DDP, "--steps", "6",
-                                     "--nproc", "2"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                     "--filter", "none", "--nproc", "2"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
         while True:
@@ -119,7 +140,7 @@ def test_a_killed_rank_fails_the_run_and_the_resume_reproduces_it(cli, cli_argv,
     code, out, err = cli("run", "--resume", run_id, "--db", db, "--quiet", timeout=600)  # one process now
     assert code == 0, err
     assert RunStore(db).get_run(run_id)["status"] == "finished"
-    assert_same_metrics(stored_metrics(db), stored_metrics(whole))
+    assert_same_metrics(stored_metrics(db), one_process("--steps", "6", "--filter", "none"))
 
 
 def test_runs_on_several_processes_are_refused_cleanly_before_any_starts(cli, tiny_config_file, tmp_path):
@@ -158,7 +179,9 @@ def test_a_rank_error_is_reported_with_its_rank_and_traceback(tmp_path):
 
 
 @pytest.mark.slow
-def test_fsdp_runs_equal_one_process_and_resume_on_any_number_of_processes(cli, tiny_config_file, tmp_path):
+@SHARED
+def test_fsdp_runs_equal_one_process_and_resume_on_any_number_of_processes(cli, one_process, tiny_config_file,
+                                                                           tmp_path):
     """``parallel: fsdp`` on two processes, extended from its checkpoints on one process and
     then on two again (the optimizer state gathered from the shards, and back), stores what
     one uninterrupted process stores (the extensions end on validation steps, as the
@@ -175,7 +198,7 @@ def test_fsdp_runs_equal_one_process_and_resume_on_any_number_of_processes(cli, 
             assert code == 0, err
         return db
 
-    one = run("one", "ddp", [(6, 1)])
+    one = one_process("--steps", "6", "--filter", "none")  # ddp on one process
     sharded = run("fsdp", "fsdp", [(2, 2), (4, 1), (6, 2)])
-    assert_same_metrics(stored_metrics(sharded), stored_metrics(one))
-    assert all(name.split(":")[1] != "update/grad_norm" or value > 0 for name, value in stored_metrics(one).items())
+    assert_same_metrics(stored_metrics(sharded), one)
+    assert all(name.split(":")[1] != "update/grad_norm" or value > 0 for name, value in one.items())

@@ -32,7 +32,8 @@ from mirage.plugins.backend_local.options import LocalOptions
 from mirage.plugins.diagnostics import cross_scoring
 from mirage.plugins.verl_algorithms.loss import ClippedPolicyLoss
 
-pytestmark = pytest.mark.slow  # process groups of 2 ranks: 15-20 s a case
+# process groups of 2 ranks, started once for the module's cases (on one xdist worker)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ddp-training")]
 
 RTOL = 1e-10
 VOCAB, PAD = 40, 0
@@ -95,20 +96,33 @@ def measure(world: World, critic: bool, micro: int = 2) -> dict:
     }
 
 
-def _rank(rank: int, size: int, rendezvous: str, out: str, critic: bool, micro: int) -> None:
+CASES = {"grpo": (False, 2), "grpo-uneven-micro-batches": (False, 3), "ppo-with-critic": (True, 2)}
+
+
+def _rank(rank: int, size: int, rendezvous: str, out: str, cases: dict) -> None:
+    """Every case in turn on one process group (starting the processes is most of the
+    cost), each case's measurement saved as ``{case}-rank{rank}.pt``."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=size)
     try:
-        torch.save(measure(current_world(), critic, micro), f"{out}/rank{rank}.pt")
+        for case, args in cases.items():
+            torch.save(measure(current_world(), *args), f"{out}/{case}-rank{rank}.pt")
     finally:
         dist.destroy_process_group()
 
 
-def on_two_processes(tmp_path: Path, critic: bool, micro: int = 2) -> list[dict]:
-    mp.start_processes(_rank, args=(2, str(tmp_path / "rendezvous"), str(tmp_path), critic, micro), nprocs=2,
+def on_two_processes(directory: Path, cases: dict) -> dict[str, list[dict]]:
+    """Each case measured on the two ranks of one spawned gloo group: case -> [rank 0, rank 1]."""
+    mp.start_processes(_rank, args=(2, str(directory / "rendezvous"), str(directory), cases), nprocs=2,
                        start_method="spawn", join=True)
-    return [torch.load(tmp_path / f"rank{rank}.pt", weights_only=False) for rank in range(2)]
+    return {case: [torch.load(directory / f"{case}-rank{rank}.pt", weights_only=False) for rank in range(2)]
+            for case in cases}
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory) -> dict[str, list[dict]]:
+    return on_two_processes(tmp_path_factory.mktemp("ddp"), CASES)
 
 
 def close(a: torch.Tensor, b: torch.Tensor, float32: bool = False) -> bool:
@@ -119,12 +133,12 @@ def close(a: torch.Tensor, b: torch.Tensor, float32: bool = False) -> bool:
     return a.dtype == b.dtype and bool(torch.allclose(a, b, rtol=rtol, atol=rtol * float(a.abs().max())))
 
 
-@pytest.mark.parametrize(("critic", "micro"), [(False, 2), (False, 3), (True, 2)],
-                         ids=["grpo", "grpo-uneven-micro-batches", "ppo-with-critic"])
-def test_one_step_on_two_processes_is_the_one_process_step(critic, micro, tmp_path):
+@pytest.mark.parametrize("case", CASES)
+def test_one_step_on_two_processes_is_the_one_process_step(case, two_processes):
+    critic, micro = CASES[case]
     torch.set_num_threads(1)
     alone = measure(World(), critic, micro)
-    for rank, got in enumerate(on_two_processes(tmp_path, critic, micro)):
+    for rank, got in enumerate(two_processes[case]):
         assert close(got["parameters"], alone["parameters"]), f"rank {rank}: parameters differ"
         assert not torch.equal(alone["parameters"], torch.cat(
             [p.detach().reshape(-1) for p in backend(critic).model.parameters()]))  # the step moved them
