@@ -14,6 +14,10 @@
   one torch thread (``OMP_NUM_THREADS=1`` for the processes it starts), so two workers
   never oversubscribe two cores; ``MIRAGE_CACHE`` and the builds of ``build_once`` are
   shared by the workers of one run (each under a file lock), everything else is per test.
+  Tests that start several busy processes themselves (ranks, servers, a browser) carry
+  ``@pytest.mark.xdist_group("busy")``: one worker runs them one after another while
+  the other runs the rest (two of them at once oversubscribe the two cores and slowed
+  the whole run when tried: 21.7 against 19.0 min).
 * ``cli(*args)`` runs the ``core`` command line in a process of its own (forked from a
   warm zygote, tests/cli_zygote.py) and returns
   ``(returncode, stdout, stderr)``; ``cli_argv(*args)`` is its argument list, for tests
@@ -65,14 +69,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
         torch.set_num_threads(1)
     _ZYGOTE.environment = dict(os.environ)  # what the zygote starts with, once tests begin
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules with end-to-end (``slow``) tests run first, each module's tests kept
-    together and in order (so module fixtures are built once): the workers start on the
-    long tests and finish on short ones, instead of one worker finishing a long test alone."""
-    slow_modules = {item.module for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.module not in slow_modules)  # stable: order kept within each part
 
 
 @pytest.fixture(scope="session")

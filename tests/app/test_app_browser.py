@@ -17,7 +17,7 @@ from mirage.app.colours import PALETTE
 from mirage.core.store.heartbeat import this_process
 from mirage.core.store.run_store import RunStore
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("busy")]  # busy processes: one such test at a time
 
 REPO = Path(__file__).resolve().parents[2]
 # Where the screenshot is kept after the test (CI may upload the folder).

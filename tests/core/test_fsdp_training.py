@@ -25,8 +25,9 @@ from mirage.core.parallel.world import World, current_world
 from mirage.plugins.backend_local.backend import LocalBackend
 from mirage.plugins.verl_algorithms.loss import ClippedPolicyLoss
 
-# process groups of 2 ranks, started once for the module's cases (on one xdist worker)
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fsdp-training")]
+# process groups of 2 ranks, started once for the module's cases; busy processes: one
+# such test at a time, on one xdist worker (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("busy")]
 
 RTOL = 1e-10
 

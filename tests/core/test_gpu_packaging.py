@@ -107,18 +107,30 @@ def install(checkout: Path, *args: str) -> tuple[subprocess.CompletedProcess, li
 
 
 def test_install_sh_without_options_runs_the_cpu_install(fake_checkout: Path):
+    """pip installs without compiling, then the installed packages' directory is looked up
+    (and compiled on every core; the fake python prints no directory, so that is skipped)."""
     done, calls = install(fake_checkout)
     assert done.returncode == 0, done.stderr
     assert calls == ["-m pip install -q --upgrade pip",
-                     "-m pip install -q -c constraints.txt -e .[test] -e examples/mirage-example-filter "
-                     "-e examples/mirage-example-env"]
+                     "-m pip install -q --no-compile -c constraints.txt -e .[test] -e examples/mirage-example-filter "
+                     "-e examples/mirage-example-env",
+                     '-c import sysconfig; print(sysconfig.get_paths()["purelib"])']
 
 
 def test_install_sh_gpu_adds_the_gpu_extra_under_the_gpu_constraints(fake_checkout: Path):
     done, calls = install(fake_checkout, "--gpu")
     assert done.returncode == 0, done.stderr
-    assert calls[-1] == ("-m pip install -q -c constraints-gpu.txt -e .[test,gpu] "
-                         "-e examples/mirage-example-filter -e examples/mirage-example-env")
+    assert calls[1] == ("-m pip install -q --no-compile -c constraints-gpu.txt -e .[test,gpu] "
+                        "-e examples/mirage-example-filter -e examples/mirage-example-env")
+
+
+def test_install_sh_compiles_the_installed_packages_on_every_core(fake_checkout: Path):
+    python = fake_checkout / ".venv" / "bin" / "python"  # this one names a directory when asked
+    python.write_text('#!/bin/sh\necho "$*" >> "$(dirname "$0")/calls"\n'
+                      'case "$1" in -c) echo /site-packages ;; esac\n')
+    done, calls = install(fake_checkout)
+    assert done.returncode == 0, done.stderr
+    assert calls[-1] == "-m compileall -q -j 0 /site-packages"
 
 
 @pytest.mark.parametrize("args", [["--cuda"], ["--gpu", "--gpu"], ["--test", "--test"]])
@@ -134,7 +146,7 @@ def fake_tools(checkout: Path, *, chromium: bool) -> dict[str, str]:
     its arguments), with or without a chromium on it."""
     tools = checkout / "tools"
     tools.mkdir()
-    for tool in ("sh", "dirname", "id", "cat"):
+    for tool in ("sh", "dirname", "id", "cat", "rm", "tail"):
         (tools / tool).symlink_to(shutil.which(tool))
     apt = tools / "apt-get"
     apt.write_text(f'#!/bin/sh\necho "$*" >> {checkout}/apt-calls\n')
@@ -161,7 +173,7 @@ def test_install_sh_test_installs_chromium_where_it_is_missing(fake_checkout: Pa
     apt = (fake_checkout / "apt-calls").read_text().splitlines()
     assert apt[0].startswith("update") and apt[1].split()[-1] == "chromium"
     calls = (fake_checkout / ".venv" / "bin" / "calls").read_text().splitlines()
-    assert calls[-1].startswith("-m pip install -q -c constraints.txt -e .[test]")
+    assert calls[1].startswith("-m pip install -q --no-compile -c constraints.txt -e .[test]")
 
 
 def test_install_sh_leaves_the_browser_out_of_the_plain_install_and_keeps_a_present_one(fake_checkout: Path):
@@ -172,3 +184,15 @@ def test_install_sh_leaves_the_browser_out_of_the_plain_install_and_keeps_a_pres
     done = install_with(fake_checkout, {"PATH": str(fake_checkout / "tools")}, "--test")
     assert done.returncode == 0, done.stderr
     assert not (fake_checkout / "apt-calls").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="installing chromium is root's (or sudo's) job")
+def test_install_sh_fails_when_the_chromium_install_beside_pip_fails(fake_checkout: Path):
+    """apt-get runs in the background while pip works: its failure still fails the install,
+    with apt's own last lines."""
+    env = fake_tools(fake_checkout, chromium=False)
+    (fake_checkout / "tools" / "apt-get").write_text('#!/bin/sh\necho "E: Unable to locate package chromium"\nexit 100\n')
+    done = install_with(fake_checkout, env, "--test")
+    assert done.returncode == 1
+    assert "E: Unable to locate package chromium" in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("error: installing Debian's chromium failed")

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("busy")]  # busy processes: one such test at a time
 
 
 def free_port() -> int:

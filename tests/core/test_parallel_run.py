@@ -64,8 +64,9 @@ def one_process(baselines, run_ddp):
     return metrics
 
 
-# the end-to-end runs share their one-process baselines: one worker runs them all
-SHARED = pytest.mark.xdist_group("parallel-run")
+# the end-to-end runs share their one-process baselines: one worker runs them all, one
+# at a time with the suite's other busy tests (tests/conftest.py)
+SHARED = pytest.mark.xdist_group("busy")
 
 
 @pytest.mark.slow

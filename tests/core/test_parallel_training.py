@@ -32,8 +32,9 @@ from mirage.plugins.backend_local.options import LocalOptions
 from mirage.plugins.diagnostics import cross_scoring
 from mirage.plugins.verl_algorithms.loss import ClippedPolicyLoss
 
-# process groups of 2 ranks, started once for the module's cases (on one xdist worker)
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ddp-training")]
+# process groups of 2 ranks, started once for the module's cases; busy processes: one
+# such test at a time, on one xdist worker (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("busy")]
 
 RTOL = 1e-10
 VOCAB, PAD = 40, 0

@@ -96,6 +96,7 @@ def test_cells_on_several_workers_need_data_parallel_configs():
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("busy")  # busy processes: one such test at a time
 def test_a_cell_runs_on_two_processes_into_its_own_store(tmp_path):
     from mirage.core.store.run_store import RunStore
     from mirage.flows.cells import CELL_DB, cell_dir

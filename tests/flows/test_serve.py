@@ -51,6 +51,7 @@ def final_message(server, flow_run_id: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("busy")  # busy processes: one such test at a time
 def test_deployment_run_sweep_twice_recomputes_nothing(prefect_server, tmp_path, cli_argv, contents):
     db = tmp_path / "runs" / "main.duckdb"
     log = open(tmp_path / "serve.log", "w")
@@ -110,6 +111,7 @@ def test_deployment_run_sweep_twice_recomputes_nothing(prefect_server, tmp_path,
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("busy")  # busy processes: one such test at a time
 def test_core_serve_starts_and_stops_its_own_server(tmp_path, cli_argv):
     import os
     import signal

@@ -94,6 +94,7 @@ def exits_late(pid: int, grace: float = 60.0) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("busy")  # busy processes: one such test at a time
 def test_two_cells_run_on_a_local_ray(prefect_server, tmp_path, monkeypatch):
     import ray
 

@@ -62,6 +62,7 @@ def command_line(process: psutil.Process) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("busy")  # busy processes: one such test at a time
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_a_killed_sweep_leaves_no_process_and_no_half_written_cell(tmp_path, cli_argv, sig):
     registry = tmp_path / "registry.yaml"
