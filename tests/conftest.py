@@ -82,7 +82,21 @@ def mirage_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def mirage_env(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+def environment_kept():
+    """Whatever a test's in-process code sets in ``os.environ`` (a sweep on Ray sets
+    ``RAY_AUTH_MODE``, a launch its loopback variables) is undone after it: no test sees
+    another's, and the CLI zygote keeps serving the worker's later tests (it serves only
+    an environment like its own; each leaked variable had sent every later command of
+    that worker to a fresh interpreter, about 8 s each)."""
+    before = dict(os.environ)
+    yield
+    if dict(os.environ) != before:
+        os.environ.clear()
+        os.environ.update(before)
+
+
+@pytest.fixture(autouse=True)
+def mirage_env(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, environment_kept,
                mirage_cache: Path, tmp_path: Path) -> None:
     monkeypatch.setenv("MIRAGE_CACHE", str(mirage_cache))
     monkeypatch.delenv("MIRAGE_PLUGINS", raising=False)
