@@ -16,6 +16,7 @@ import random
 from pydantic import Field
 
 from mirage.core.rl.env import Demonstrator, Environment, StepOutcome
+from mirage.core.rl.image import IMAGE_MARK, Image
 from mirage.envs.phrasing import (
     ACTIONS,
     MOVES,
@@ -29,6 +30,7 @@ from mirage.envs.phrasing import (
     neighbour_line,
     relative,
 )
+from mirage.envs.sprites import FROZENLAKE_TILES, draw_grid
 
 Cell = tuple[int, int]
 
@@ -93,10 +95,18 @@ class FrozenLake(Environment):
         "you slip sideways . Symbols : _ frozen ice , O hole , G goal , P you ."
     )
 
+    image_instruction = (
+        "FrozenLake : reach the goal without falling into a hole ; the ice may make you slip "
+        "sideways . The picture shows the lake : light ice , dark round holes , a gold diamond "
+        "goal , and you in red ."
+    )
+
     options: FrozenLakeOptions
 
     def __init__(self, options: FrozenLakeOptions | None = None):
         super().__init__(options)
+        if self.options.observation == "image":
+            self.instruction = self.image_instruction
         self._load(self.options.size, self.options.size, (0, 0), (0, 0), frozenset(), 0)
 
     @classmethod
@@ -167,26 +177,33 @@ class FrozenLake(Environment):
         """Whether the agent has reached the goal."""
         return self._success
 
+    def symbol_grid(self) -> list[list[str]]:
+        """The map's symbols, row by row: P you, G goal, O hole, _ frozen ice."""
+        return [["P" if (r, c) == self.player else "G" if (r, c) == self.goal
+                 else "O" if (r, c) in self.holes else "_" for c in range(self.width)]
+                for r in range(self.height)]
+
     def render(self) -> str:
         """The grid (one row per line, cells separated by spaces), the coordinates, and
         what lies one step away in each direction (a tiny policy cannot be expected to
         find the cell below it in a flattened grid; with this line, avoiding a hole is
         a decision RL can learn within tens of iterations) unless ``options.neighbours``
-        is false."""
-        lines = []
-        for r in range(self.height):
-            row = []
-            for c in range(self.width):
-                cell = (r, c)
-                row.append("P" if cell == self.player else "G" if cell == self.goal
-                           else "O" if cell in self.holes else "_")
-            lines.append(" ".join(row))
+        is false. In image mode only ``IMAGE_MARK``: the picture is the whole state."""
+        if self.options.observation == "image":
+            return IMAGE_MARK
+        lines = [" ".join(row) for row in self.symbol_grid()]
         pr, pc = self.player
         gr, gc = self.goal
         lines.append(f"Player at row {pr} col {pc} . Goal at row {gr} col {gc} .")
         if self.options.neighbours:
             lines.append(neighbour_line(self._describe))
         return "\n".join(lines)
+
+    def render_image(self) -> Image | None:
+        """The map as a picture of 16-pixel tiles (mirage/envs/sprites.py) in image mode."""
+        if self.options.observation != "image":
+            return None
+        return draw_grid(self.symbol_grid(), FROZENLAKE_TILES)
 
     def _describe(self, action: str) -> str:
         cell = self._moved(self.player, action)
@@ -231,8 +248,8 @@ class _Demo(PersonaDemonstrator):
 
     def __init__(self, env, rng: random.Random, persona: str | None):
         super().__init__(env, rng, persona)
-        if not env.options.neighbours:  # the reasoning reads out the hidden line
-            self.templates = _LOOK_TEMPLATES
+        if not env.options.neighbours or env.options.observation == "image":
+            self.templates = _LOOK_TEMPLATES  # the reasoning reads out what the prompt does not say
 
     def turn_actions(self, plan: list[str]) -> list[str]:
         """Both personas stop before a second move into a hole: the observation shows only

@@ -64,6 +64,13 @@ class GridOptions(PersonaOptions):
         "sentences", description="what a generic turn says: one of the environment's few fixed "
         "sentences, or a sentence drawn from its combinatorial generic grammar"
     )
+    # Issue #42: in image mode the picture is the only source of the state, so the
+    # reasoning has to read it (the paper's visual rows, VAGEN's rendering).
+    observation: Literal["text", "image"] = Field(
+        "text", description="what each turn shows of the state: the text map with its coordinates "
+        "and neighbours, or a picture of 16-pixel tiles (the prompt's text then carries only the "
+        "instructions and the answer format)"
+    )
 
 
 def check_action(action: str) -> tuple[int, int]:

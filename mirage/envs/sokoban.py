@@ -18,6 +18,7 @@ import random
 from pydantic import Field, model_validator
 
 from mirage.core.rl.env import Demonstrator, Environment, StepOutcome
+from mirage.core.rl.image import IMAGE_MARK, Image
 from mirage.envs.phrasing import (
     ACTIONS,
     MOVES,
@@ -31,6 +32,7 @@ from mirage.envs.phrasing import (
     neighbour_line,
     relative,
 )
+from mirage.envs.sprites import SOKOBAN_TILES, draw_grid
 
 Cell = tuple[int, int]
 
@@ -100,10 +102,18 @@ class Sokoban(Environment):
         "Symbols : # wall , _ floor , P you , V box on target , S you on target ."
     )
 
+    image_instruction = (
+        "Sokoban : push the box onto the target ; boxes can be pushed but never pulled . "
+        "The picture shows the room : red brick walls , dark floor , a green square target , "
+        "a wooden box ( framed green when on the target ) , and you in blue ."
+    )
+
     options: SokobanOptions
 
     def __init__(self, options: SokobanOptions | None = None):
         super().__init__(options)
+        if self.options.observation == "image":
+            self.instruction = self.image_instruction
         self._load(frozenset(), frozenset(), frozenset(), (0, 0), (0, 0))
 
     @classmethod
@@ -209,9 +219,24 @@ class Sokoban(Environment):
         way from the player to the first misplaced box and from that box to its target,
         and what lies one step away from the player. A tiny policy cannot be expected to
         find the relations between cells in a flattened grid; with these lines, choosing
-        a push is a decision it can learn from demonstrations."""
+        a push is a decision it can learn from demonstrations. In image mode only
+        ``IMAGE_MARK``: the picture is the whole state."""
+        if self.options.observation == "image":
+            return IMAGE_MARK
+        lines = [" ".join(row) for row in self.symbol_grid()]
+        facts = [f"Player at row {self.player[0]} col {self.player[1]} ."]
+        facts += [f"Box at row {r} col {c} ." for r, c in sorted(self.boxes)]
+        facts += [f"Target at row {r} col {c} ." for r, c in sorted(self.targets)]
+        lines.append(" ".join(facts))
+        box, target = self._focus()
+        lines.append(f"Box : {_offset(self.player, box)} . Target : {_offset(box, target)} from the box .")
+        lines.append(neighbour_line(self._describe))
+        return "\n".join(lines)
+
+    def symbol_grid(self) -> list[list[str]]:
+        """The room's symbols, row by row (as ``from_grid`` reads them)."""
         symbols = {(False, False): "_", (False, True): "O", (True, False): "X", (True, True): "V"}
-        lines = []
+        grid = []
         for r in range(self.height):
             row = []
             for c in range(self.width):
@@ -222,15 +247,14 @@ class Sokoban(Environment):
                     row.append("S" if x in self.targets else "P")
                 else:
                     row.append(symbols[(x in self.boxes, x in self.targets)])
-            lines.append(" ".join(row))
-        facts = [f"Player at row {self.player[0]} col {self.player[1]} ."]
-        facts += [f"Box at row {r} col {c} ." for r, c in sorted(self.boxes)]
-        facts += [f"Target at row {r} col {c} ." for r, c in sorted(self.targets)]
-        lines.append(" ".join(facts))
-        box, target = self._focus()
-        lines.append(f"Box : {_offset(self.player, box)} . Target : {_offset(box, target)} from the box .")
-        lines.append(neighbour_line(self._describe))
-        return "\n".join(lines)
+            grid.append(row)
+        return grid
+
+    def render_image(self) -> Image | None:
+        """The room as a picture of 16-pixel tiles (mirage/envs/sprites.py) in image mode."""
+        if self.options.observation != "image":
+            return None
+        return draw_grid(self.symbol_grid(), SOKOBAN_TILES)
 
     def _describe(self, action: str) -> str:
         dr, dc = MOVES[action]

@@ -12,8 +12,9 @@ Groups, in run order:
   :class:`Backend`, and their options (:class:`Component`, :class:`NoOptions`;
   a component's own ``Options`` is a pydantic ``BaseModel``);
 * the environment contract: :class:`Environment`, :class:`EnvOptions`,
-  :class:`StepOutcome`, demonstrator types (:class:`DemoTurn`, :data:`Demonstrator`) and the
-  answer-environment helpers for question-answering environments;
+  :class:`StepOutcome`, demonstrator types (:class:`DemoTurn`, :data:`Demonstrator`), image
+  observations (:class:`Image`, :data:`IMAGE_MARK`) and the answer-environment helpers for
+  question-answering environments;
 * what flows through a step: :class:`Batch`, :class:`Group`, :class:`Trajectory`,
   :class:`Turn`, :class:`Selection`, :class:`PolicyOutput`, :class:`CrossScores`, and
   :class:`Row` (an estimator's training row);
@@ -38,6 +39,7 @@ from mirage.core.plugin_api.hookspecs import Register, hookimpl
 from mirage.core.plugin_api.version import API_VERSION
 from mirage.core.rl.batch import Batch, Group, Selection, Trajectory, Turn
 from mirage.core.rl.env import Demonstrator, DemoTurn, Environment, EnvOptions, StepOutcome
+from mirage.core.rl.image import IMAGE_MARK, Image
 from mirage.core.rl.policy_output import CrossScores, PolicyOutput
 from mirage.envs.answer import AnswerEnvironment, AnswerOptions, PersonaAnswerDemonstrator, parse_number
 
@@ -72,7 +74,7 @@ __all__ = [
     "Component", "NoOptions", "Algorithm", "AdvantageEstimator", "Filter", "Diagnostic", "Logger",
     "Backend",
     # environments
-    "Environment", "EnvOptions", "StepOutcome", "DemoTurn", "Demonstrator",
+    "Environment", "EnvOptions", "StepOutcome", "DemoTurn", "Demonstrator", "Image", "IMAGE_MARK",
     "AnswerEnvironment", "AnswerOptions", "PersonaAnswerDemonstrator", "parse_number",
     # a step's data
     "Batch", "Group", "Trajectory", "Turn", "Selection", "PolicyOutput", "CrossScores", "Row",

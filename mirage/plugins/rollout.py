@@ -5,7 +5,7 @@ from __future__ import annotations
 from mirage.core.plugin_api.hookspecs import hookimpl
 from mirage.core.plugin_api.session import RunSession
 from mirage.core.rl.batch import Batch, Turn
-from mirage.core.rl.episode import apply_response, build_context, start_episode
+from mirage.core.rl.episode import apply_response, build_context, context_images, start_episode
 
 
 @hookimpl
@@ -23,6 +23,7 @@ def mirage_rollout(run: RunSession, batch: Batch) -> Batch:
     max_new_tokens = run.config.rollout.max_new_tokens
     while active := [(t, s) for t, s in episodes if not s.done]:
         contexts = [build_context(state, env_config) for _, state in active]
+        images = [context_images(state, env_config) for _, state in active]
         context_ids = [run.backend.encode_prompt(c) for c in contexts]
         # per-trajectory streams only where the batch asks (data-parallel runs): a backend
         # from before the seeds argument still samples every other run
@@ -32,7 +33,8 @@ def mirage_rollout(run: RunSession, batch: Batch) -> Batch:
             context_ids, temperature=batch.temperature, greedy=batch.greedy, max_new_tokens=max_new_tokens,
             top_p=batch.top_p, min_p=batch.min_p, **seeded,
         )
-        for (trajectory, state), context, ids, resp in zip(active, contexts, context_ids, response_ids):
+        for (trajectory, state), context, pictures, ids, resp in zip(active, contexts, images, context_ids,
+                                                                    response_ids):
             response = run.backend.decode(resp)
             result = apply_response(state, response, env_config)
             trajectory.turns.append(
@@ -46,6 +48,7 @@ def mirage_rollout(run: RunSession, batch: Batch) -> Batch:
                     reward=result.reward,
                     context_ids=ids,
                     response_ids=resp,
+                    images=pictures,
                 )
             )
             if state.done:

@@ -24,10 +24,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-API_VERSION = "2.1"
+API_VERSION = "2.2"
 GENERATION = int(API_VERSION.split(".")[0])
 """The major version: the constructors and paths today's components are built with."""
-READS = ("1.0", "2.0", "2.1")
+READS = ("1.0", "2.0", "2.1", "2.2")
 """Every plugin API version a plugin may be written for and still load, oldest first."""
 DECLARATION = "MIRAGE_PLUGIN_API"
 
@@ -40,7 +40,7 @@ def mirage_version() -> str:
 
 
 def installed() -> str:
-    """``mirage-rl 0.2.0 (plugin API 2.1; reads plugin API 1.0-2.1)``."""
+    """``mirage-rl 0.2.0 (plugin API 2.2; reads plugin API 1.0-2.2)``."""
     return f"mirage-rl {mirage_version()} (plugin API {API_VERSION}; reads plugin API {READS[0]}-{READS[-1]})"
 
 

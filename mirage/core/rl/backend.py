@@ -64,6 +64,14 @@ class Backend(Component, ABC):
         work), or None."""
         return None
 
+    @classmethod
+    def images_problem(cls, config: "RunConfig") -> str | None:
+        """Why this backend cannot read the pictures of an environment in image mode
+        (one line, checked before any work), or None where it can. Default: it reads text
+        only."""
+        return (f"backend {config.model.backend!r} reads text only: its policy cannot see the pictures of "
+                f"env.options.observation 'image'; use observation 'text'")
+
     @abstractmethod
     def prepare(self, env_cls: type["Environment"], cache_dir: Path, *,
                 progress: bool = True) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mirage.core.rl.image import Image
 from mirage.core.rl.returns import episode_return, group_mean, group_variance
 
 
@@ -36,6 +37,9 @@ class Turn:
     old_logprobs: list[float] | None = None
     """Log-probability of each response token under the sampling policy; filled by the
     score stage, None before it."""
+    images: list[Image] = field(default_factory=list)
+    """The pictures X shows, one per ``IMAGE_MARK`` in ``context``, in order (an
+    environment in image mode); empty for text."""
 
 
 @dataclass

@@ -15,6 +15,8 @@ from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from mirage.core.rl.image import Image
+
 
 class EnvOptions(BaseModel):
     """Base for an environment's own typed options (its defaults live there)."""
@@ -73,7 +75,13 @@ class Environment(ABC):
 
     @abstractmethod
     def render(self) -> str:
-        """The observation text of the current state."""
+        """The observation text of the current state; in image mode it holds
+        ``IMAGE_MARK`` (mirage/core/rl/image.py) where ``render_image()``'s picture goes."""
+
+    def render_image(self) -> Image | None:
+        """The picture of the current state when the environment shows one (its
+        ``observation: image`` option), else None. Default: None (a text environment)."""
+        return None
 
     @abstractmethod
     def solve(self) -> list[str] | None:

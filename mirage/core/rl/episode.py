@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from mirage.core.config.run_config import EnvConfig
 from mirage.core.rl.env import Environment, parse_response
+from mirage.core.rl.image import Image
 
 THINK = "<think>"
 ANSWER_FORMAT = "<think> ... </think> <answer> action || action </answer>"
@@ -38,26 +39,36 @@ class EpisodeState:
     actions_left: int
     history: list[tuple[str, str, float]] = field(default_factory=list)  # (obs, response, reward)
     done: bool = False
+    image: Image | None = None
+    """The current state's picture (an environment in image mode), else None."""
+    history_images: list[Image | None] = field(default_factory=list)
+    """The picture of each ``history`` entry's state, in the same order."""
 
 
 def start_episode(env: Environment, seed: int, config: EnvConfig) -> EpisodeState:
     observation = env.reset(seed)
     budget = config.max_turns * config.max_actions_per_turn
-    return EpisodeState(env=env, observation=observation, actions_left=budget)
+    return EpisodeState(env=env, observation=observation, actions_left=budget, image=env.render_image())
+
+
+def _shown(state: EpisodeState, config: EnvConfig) -> range:
+    """The indices of the history entries the next prompt shows."""
+    count = len(state.history)
+    if config.history_turns < 0:
+        return range(count)
+    return range(count - min(config.history_turns, count), count)
 
 
 def build_context(state: EpisodeState, config: EnvConfig) -> str:
-    """The prompt X for the next turn, ending with ``<think>``."""
+    """The prompt X for the next turn, ending with ``<think>``; in image mode each shown
+    state is an ``IMAGE_MARK`` whose picture ``context_images`` gives."""
     lines = []
     if config.show_instruction is not False:
         lines.append(
             f"{state.env.instruction} Answer as {ANSWER_FORMAT} with at most "
             f"{config.max_actions_per_turn} actions ."
         )
-    if config.history_turns < 0:
-        shown = state.history
-    else:
-        shown = state.history[len(state.history) - config.history_turns :] if config.history_turns else []
+    shown = [state.history[index] for index in _shown(state, config)]
     for obs, response, reward in shown:
         lines += ["State :", obs, f"{THINK} {response}", f"Reward : {reward:g}"]
     lines += [
@@ -67,6 +78,13 @@ def build_context(state: EpisodeState, config: EnvConfig) -> str:
         THINK,
     ]
     return "\n".join(lines)
+
+
+def context_images(state: EpisodeState, config: EnvConfig) -> list[Image]:
+    """The pictures of the prompt ``build_context`` gives, in the order of its marks:
+    each shown history state's, then the current one's (none for a text environment)."""
+    pictures = [state.history_images[index] for index in _shown(state, config)] + [state.image]
+    return [picture for picture in pictures if picture is not None]
 
 
 def apply_response(state: EpisodeState, response: str, config: EnvConfig) -> TurnResult:
@@ -87,9 +105,11 @@ def apply_response(state: EpisodeState, response: str, config: EnvConfig) -> Tur
                 break
     state.actions_left -= len(applied)
     state.history.append((state.observation, response.strip(), reward))
+    state.history_images.append(state.image)
     if state.actions_left <= 0 or len(state.history) >= config.max_turns:
         state.done = True
     state.observation = state.env.render()
+    state.image = state.env.render_image()
     return TurnResult(
         reasoning=parsed.reasoning,
         answer=parsed.answer,

@@ -154,7 +154,13 @@ def validate_config(config: RunConfig, plugins: Plugins) -> Any:
             reg.loggers.get(name)
     except UnknownComponentError as error:
         raise ConfigError(str(error)) from None
+    if "observation" in config.env.options and "observation" not in env_cls.Options.model_fields:
+        seeing = sorted(name for name in reg.envs.names() if "observation" in reg.envs.get(name).Options.model_fields)
+        raise ConfigError(f"env {config.env.name!r} has no image observations (env.options.observation); "
+                          f"environments that show pictures: {', '.join(seeing) or 'none'}")
     options = chosen_options(config, reg, "env", config.env.name)
+    if getattr(options, "observation", "text") == "image" and (problem := backend_cls.images_problem(config)):
+        raise ConfigError(problem)
     for kind, name in [("backend", config.model.backend), ("algorithm", config.algorithm.name),
                        ("filter", config.filter.name)]:
         chosen_options(config, reg, kind, name)
