@@ -16,8 +16,8 @@
   shared by the workers of one run (each under a file lock), everything else is per test.
   Tests that start several busy processes themselves (ranks, servers, a browser) carry
   ``@pytest.mark.xdist_group("busy")``: one worker runs them one after another while
-  the other runs the rest (two of them at once oversubscribe the two cores and slowed
-  the whole run when tried: 21.7 against 19.0 min).
+  the other runs the rest (two of them at once would run four or more busy processes on
+  the two cores).
 * ``cli(*args)`` runs the ``core`` command line in a process of its own (forked from a
   warm zygote, tests/cli_zygote.py) and returns
   ``(returncode, stdout, stderr)``; ``cli_argv(*args)`` is its argument list, for tests
