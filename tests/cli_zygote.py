@@ -12,7 +12,8 @@ imported in the zygote, never configured: whatever reads the environment at impo
 (``argv``, ``env``, ``cwd``, ``out``, ``err``), forks, writes ``{"pid": ...}``, waits for
 the child and writes ``{"status": ...}``. :class:`Zygote` is its client in the test
 process; a test that needs a real process tree (to signal or sample it) starts
-``cli_argv(...)`` itself, as before. ``MIRAGE_TEST_SUBPROCESS=1`` turns the zygote off.
+``cli_argv(...)`` itself, as before. ``MIRAGE_TEST_SUBPROCESS=1`` turns the zygote off;
+``MIRAGE_TEST_ZYGOTE_LOG=FILE`` logs each start of it and each command it did not serve.
 """
 
 from __future__ import annotations
@@ -110,6 +111,17 @@ environment (``HF_HUB_OFFLINE``, ``PREFECT_*``, ``OMP_NUM_THREADS``, ... some li
 read at import) sends the command to a fresh interpreter instead."""
 
 
+def log(event: str) -> None:
+    """With ``MIRAGE_TEST_ZYGOTE_LOG=FILE``, append what the client did (each start of the
+    zygote, each command sent to a fresh interpreter and why) to FILE, one line a event."""
+    path = os.environ.get("MIRAGE_TEST_ZYGOTE_LOG")
+    if path:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
+        with open(path, "a") as file:
+            file.write(f"{time.strftime('%H:%M:%S')} {worker} {test}: {event}\n")
+
+
 class Zygote:
     """One warm zygote per test process, started on first use with the environment the
     test process started with."""
@@ -121,10 +133,16 @@ class Zygote:
     def serves(self, env: dict[str, str]) -> bool:
         """Whether a command with ``env`` may be forked from the zygote."""
         names = set(env) | set(self.environment)
-        return all(env.get(n) == self.environment.get(n) for n in names if not n.startswith(CALL_TIME_VARIABLES))
+        differ = sorted(n for n in names if not n.startswith(CALL_TIME_VARIABLES)
+                        and env.get(n) != self.environment.get(n))
+        if differ:
+            log(f"fresh interpreter: the environment differs in {', '.join(differ)}")
+        return not differ
 
     def _start(self) -> subprocess.Popen:
         if self.process is None or self.process.poll() is not None:
+            log("starting the zygote" if self.process is None else
+                f"restarting the zygote (it ended with {self.process.returncode})")
             self.process = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE,
                                             stdout=subprocess.PIPE, text=True, bufsize=1,
                                             env=self.environment)
