@@ -103,12 +103,18 @@ def serve() -> None:
 
 
 # ---------------------------------------------------------------------- the client
-CALL_TIME_VARIABLES = ("MIRAGE_", "PYTEST_", "PYTHONPATH", "COLUMNS", "LINES", "TORCHINDUCTOR_")
-"""Environment variables a child may change: read when a command runs (MIRAGE's own;
-the compiler's cache, which torch sets in the test process once something compiled), or
-applied by the child itself (``PYTHONPATH``). Any other difference from the zygote's
-environment (``HF_HUB_OFFLINE``, ``PREFECT_*``, ``OMP_NUM_THREADS``, ... some libraries
-read at import) sends the command to a fresh interpreter instead."""
+IMPORT_TIME_VARIABLES = ("OMP_", "MKL_", "OPENBLAS_", "KMP_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_",
+                         "TORCH", "PYTORCH_", "CUDA_", "NUMPY_", "PREFECT_", "PYTHON", "LD_")
+"""Environment variables the zygote's warm modules (torch, transformers and what they
+import; Prefect, should a warm module import it) or the interpreter itself read at
+import: a command whose environment differs from the zygote's in one of them goes to a
+fresh interpreter (``HF_HUB_OFFLINE``, ``OMP_NUM_THREADS``, ``PREFECT_API_URL``, ...).
+Every other variable is read when the command runs, in the child, which has exactly the
+test's environment (MIRAGE's own; what libraries the zygote never imported read, such as
+``WANDB_SERVICE`` or ``MPLBACKEND``, which tests' imports and fixtures set)."""
+CALL_TIME_VARIABLES = ("TORCHINDUCTOR_", "PYTHONPATH")
+"""Exceptions among those: the compiler's cache, which torch sets in the test process once
+something compiled (read when compiling), and ``PYTHONPATH``, which the child applies itself."""
 
 
 def log(event: str) -> None:
@@ -133,8 +139,8 @@ class Zygote:
     def serves(self, env: dict[str, str]) -> bool:
         """Whether a command with ``env`` may be forked from the zygote."""
         names = set(env) | set(self.environment)
-        differ = sorted(n for n in names if not n.startswith(CALL_TIME_VARIABLES)
-                        and env.get(n) != self.environment.get(n))
+        differ = sorted(n for n in names if n.startswith(IMPORT_TIME_VARIABLES)
+                        and not n.startswith(CALL_TIME_VARIABLES) and env.get(n) != self.environment.get(n))
         if differ:
             log(f"fresh interpreter: the environment differs in {', '.join(differ)}")
         return not differ

@@ -68,7 +68,14 @@ def pytest_configure(config: pytest.Config) -> None:
         import torch
 
         torch.set_num_threads(1)
-    _ZYGOTE.environment = dict(os.environ)  # what the zygote starts with, once tests begin
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The zygote starts (on first use) with the environment the tests begin with: after
+    collection, whose imports set variables of their own (matplotlib's ``MPLBACKEND``,
+    MLflow's telemetry session id). Taken before them, every command of the run differed
+    from the zygote and went to a fresh interpreter."""
+    _ZYGOTE.environment = dict(os.environ)
 
 
 @pytest.fixture(scope="session")
@@ -136,7 +143,7 @@ def cli_command(*args: str | os.PathLike[str]) -> list[str]:
     return [sys.executable, "-m", "mirage", *map(str, args)]
 
 
-_ZYGOTE = Zygote(os.environ)  # pytest_configure sets its environment once the session's is set
+_ZYGOTE = Zygote(os.environ)  # pytest_collection_finish sets its environment once collection is done
 atexit.register(_ZYGOTE.close)
 
 
@@ -158,6 +165,12 @@ def run_cli(*args: str | os.PathLike[str], timeout: float = 300) -> CliResult:
 def cli_argv() -> Callable[..., list[str]]:
     """``cli_argv(*args)``: the argv that runs ``core ARGS...`` (for Popen)."""
     return cli_command
+
+
+@pytest.fixture(scope="session")
+def cli_zygote() -> Zygote:
+    """This test process's CLI zygote (tests/cli_zygote.py)."""
+    return _ZYGOTE
 
 
 @pytest.fixture
