@@ -10,9 +10,9 @@
 * ``old_store(version)`` copies the fixture store of a shipped schema version to tmp_path.
 * ``contents(store)`` is everything a store's public reads return (to compare before
   and after an operation that must change nothing).
-* Under pytest-xdist (the README's ``pytest`` runs ``-n auto``), each worker computes with
-  one torch thread (``OMP_NUM_THREADS=1`` for the processes it starts), so two workers
-  never oversubscribe two cores; ``MIRAGE_CACHE`` and the builds of ``build_once`` are
+* Under pytest-xdist (the README's ``pytest`` runs ``-n auto``: one worker more than
+  cores), each worker computes with one torch thread (``OMP_NUM_THREADS=1`` for the
+  processes it starts); ``MIRAGE_CACHE`` and the builds of ``build_once`` are
   shared by the workers of one run (each under a file lock), everything else is per test.
   Tests that start several busy processes themselves (ranks, servers, a browser) carry
   ``@pytest.mark.xdist_group("busy")``: one worker runs them one after another while
@@ -68,6 +68,13 @@ def pytest_configure(config: pytest.Config) -> None:
         import torch
 
         torch.set_num_threads(1)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker more than cores. Many tests wait on processes they started
+    (servers coming up, runs polled, a browser rendering): with one worker a core, the
+    suite kept 1.7 of the 2 cores busy on average (CPU time over wall time)."""
+    return (os.cpu_count() or 1) + 1
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -147,18 +154,26 @@ _ZYGOTE = Zygote(os.environ)  # pytest_collection_finish sets its environment on
 atexit.register(_ZYGOTE.close)
 
 
-def run_cli(*args: str | os.PathLike[str], timeout: float = 300) -> CliResult:
-    """Run ``core ARGS...`` in a process of its own (with this process's environment, in
-    the repository); return (returncode, stdout, stderr). The process is forked from a
-    warm zygote that has torch and MIRAGE imported (tests/cli_zygote.py), unless the test
-    changed an environment variable some library reads at import (then, and whenever
-    ``MIRAGE_TEST_SUBPROCESS=1``, it is a fresh interpreter)."""
-    if os.environ.get("MIRAGE_TEST_SUBPROCESS") == "1" or not _ZYGOTE.serves(dict(os.environ)):
+def run_cli(*args: str | os.PathLike[str], timeout: float = 300, env: dict[str, str] | None = None) -> CliResult:
+    """Run ``core ARGS...`` in a process of its own (with this process's environment, or
+    ``env``, in the repository); return (returncode, stdout, stderr). The process is forked
+    from a warm zygote that has torch and MIRAGE imported (tests/cli_zygote.py), unless the
+    environment differs from the zygote's in a variable some library reads at import (then,
+    and whenever ``MIRAGE_TEST_SUBPROCESS=1``, it is a fresh interpreter)."""
+    env = dict(os.environ if env is None else env)
+    if env.get("MIRAGE_TEST_SUBPROCESS") == "1" or not _ZYGOTE.serves(env):
         done = subprocess.run(cli_command(*args), capture_output=True, text=True, timeout=timeout,
-                              cwd=REPO, env=os.environ.copy())
+                              cwd=REPO, env=env)
         return done.returncode, done.stdout, done.stderr
     scratch = Path(tempfile.gettempdir()) / f"mirage-cli-{os.getuid()}"
-    return _ZYGOTE.run(list(map(str, args)), dict(os.environ), REPO, timeout, scratch)
+    return _ZYGOTE.run(list(map(str, args)), env, REPO, timeout, scratch)
+
+
+@pytest.fixture(scope="session")
+def cli_for_fixtures() -> Callable[..., CliResult]:
+    """``run_cli`` for fixtures of a wider scope than a test's, which the ``cli`` fixture
+    cannot serve: they pass the environment of the runs they build (``env=``)."""
+    return run_cli
 
 
 @pytest.fixture(scope="session")

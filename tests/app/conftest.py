@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,6 @@ import yaml
 from bench_store import write_bench_store
 from shared_builds import build_once, built_data
 
-REPO = Path(__file__).resolve().parents[2]
 
 # name -> (run options, config overrides)
 RUNS = {
@@ -30,7 +28,7 @@ RUNS = {
 
 
 @pytest.fixture(scope="session")
-def app_store(tmp_path_factory, mirage_cache, tiny_config, cli_argv) -> tuple[Path, dict[str, str]]:
+def app_store(tmp_path_factory, mirage_cache, tiny_config, cli_for_fixtures) -> tuple[Path, dict[str, str]]:
     """(store path, {name: run_id}) of the three real runs, built once per test run and
     shared by the xdist workers (conftest's ``build_once``); treat it as read-only."""
 
@@ -42,12 +40,9 @@ def app_store(tmp_path_factory, mirage_cache, tiny_config, cli_argv) -> tuple[Pa
         for name, (options, overrides) in RUNS.items():
             config = tmp / f"{name}.yaml"
             config.write_text(yaml.safe_dump({**tiny_config(), **overrides}))
-            done = subprocess.run(
-                cli_argv("run", "--config", config, "--db", db, "--quiet", *options),
-                capture_output=True, text=True, timeout=300, cwd=REPO, env=env,
-            )
-            assert done.returncode == 0, done.stderr
-            ids[name] = re.search(r"run (\S+) finished", done.stdout).group(1)
+            code, out, err = cli_for_fixtures("run", "--config", config, "--db", db, "--quiet", *options, env=env)
+            assert code == 0, err
+            ids[name] = re.search(r"run (\S+) finished", out).group(1)
         return ids
 
     tmp = build_once(tmp_path_factory, "app-store", build)

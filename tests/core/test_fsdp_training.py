@@ -70,7 +70,7 @@ def _rank(rank: int, size: int, rendezvous: str, out: str, cases: dict) -> None:
         dist.destroy_process_group()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # never rebuilt, wherever xdist interleaves the module's tests
 def two_processes(tmp_path_factory) -> dict[str, list[dict]]:
     """Each case measured on the two ranks of one spawned gloo group: case -> [rank 0, rank 1]."""
     directory = tmp_path_factory.mktemp("fsdp")

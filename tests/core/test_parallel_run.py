@@ -46,7 +46,7 @@ def run_ddp(cli, tiny_config_file, tmp_path):
     return run
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # never rebuilt, wherever xdist interleaves the module's tests
 def baselines() -> dict[tuple[str, ...], dict[str, float]]:
     return {}
 

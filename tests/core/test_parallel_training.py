@@ -121,7 +121,7 @@ def on_two_processes(directory: Path, cases: dict) -> dict[str, list[dict]]:
             for case in cases}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # never rebuilt, wherever xdist interleaves the module's tests
 def two_processes(tmp_path_factory) -> dict[str, list[dict]]:
     return on_two_processes(tmp_path_factory.mktemp("ddp"), CASES)
 

@@ -60,20 +60,18 @@ def without_timings(table: dict[tuple[int, str], float]) -> dict[tuple[int, str]
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory, mirage_cache, tiny_config, cli_argv):
-    """One finished 4-step run through the real CLI; returns (db, run_id, stdout, stderr)."""
+def tiny_run(tmp_path_factory, mirage_cache, tiny_config, cli_for_fixtures):
+    """One finished 4-step run through the real CLI (a process of its own); returns (db,
+    run_id, stdout, stderr)."""
     tmp = tmp_path_factory.mktemp("tiny-run")
     config = tmp / "tiny.yaml"
     config.write_text(yaml.safe_dump(tiny_config()))
     db = tmp / "runs" / "mirage.duckdb"
     env = {**os.environ, "MIRAGE_CACHE": str(mirage_cache), "MIRAGE_DISABLE_PLUGIN_AUTOLOAD": "1"}
     env.pop("MIRAGE_PLUGINS", None)
-    done = subprocess.run(
-        cli_argv("run", "--config", config, "--db", db, "--quiet"),
-        capture_output=True, text=True, timeout=300, cwd=REPO, env=env,
-    )
-    assert done.returncode == 0, done.stderr
-    return db, finished_run_id(done.stdout), done.stdout, done.stderr
+    code, out, err = cli_for_fixtures("run", "--config", config, "--db", db, "--quiet", env=env)
+    assert code == 0, err
+    return db, finished_run_id(out), out, err
 
 
 def test_tiny_run_finishes_and_records_its_provenance(tiny_run):
