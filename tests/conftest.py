@@ -10,10 +10,11 @@
 * ``old_store(version)`` copies the fixture store of a shipped schema version to tmp_path.
 * ``contents(store)`` is everything a store's public reads return (to compare before
   and after an operation that must change nothing).
-* Under pytest-xdist (the README's ``pytest`` runs ``-n auto``: one worker more than
-  cores), each worker computes with one torch thread (``OMP_NUM_THREADS=1`` for the
-  processes it starts); ``MIRAGE_CACHE`` and the builds of ``build_once`` are
-  shared by the workers of one run (each under a file lock), everything else is per test.
+* Under pytest-xdist (the README's ``pytest`` runs ``-n auto``), each worker computes with
+  one torch thread (``OMP_NUM_THREADS=1`` for the processes it starts), so two workers
+  never oversubscribe two cores (a third worker was tried: 16.6 min of tests against
+  15.6); ``MIRAGE_CACHE`` and the builds of ``build_once`` are shared by the workers of
+  one run (each under a file lock), everything else is per test.
   Tests that start several busy processes themselves (ranks, servers, a browser) carry
   ``@pytest.mark.xdist_group("busy")``: one worker runs them one after another while
   the other runs the rest (two of them at once would run four or more busy processes on
@@ -68,13 +69,6 @@ def pytest_configure(config: pytest.Config) -> None:
         import torch
 
         torch.set_num_threads(1)
-
-
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: one worker more than cores. Many tests wait on processes they started
-    (servers coming up, runs polled, a browser rendering): with one worker a core, the
-    suite kept 1.7 of the 2 cores busy on average (CPU time over wall time)."""
-    return (os.cpu_count() or 1) + 1
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
