@@ -18,8 +18,8 @@
   Tests that start several busy processes themselves (ranks, servers, a browser) carry
   ``@pytest.mark.xdist_group("busy")``, meant to have one worker run them one after
   another while the other runs the rest (two of them at once run four or more busy
-  processes on the two cores). A check on 6 December found ``--dist loadgroup`` not
-  grouping them (test_fsdp_training's tests ran on both workers): under investigation.
+  processes on the two cores). It does not group yet: pytest 9.2 derives ``nodeid``
+  from ``_id``, and pytest-xdist 3.8 groups by rewriting ``_nodeid`` (issue #41's note).
 * ``cli(*args)`` runs the ``core`` command line in a process of its own (forked from a
   warm zygote, tests/cli_zygote.py) and returns
   ``(returncode, stdout, stderr)``; ``cli_argv(*args)`` is its argument list, for tests
