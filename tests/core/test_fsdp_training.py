@@ -11,17 +11,13 @@ nothing to do (1 row).
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from test_parallel_training import backend as tiny_backend
-from test_parallel_training import close, rows
+from test_parallel_training import close, on_two_processes, rows
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-from mirage.core.parallel.world import World, current_world
+from mirage.core.parallel.world import World
 from mirage.plugins.backend_local.backend import LocalBackend
 from mirage.plugins.verl_algorithms.loss import ClippedPolicyLoss
 
@@ -57,27 +53,10 @@ CASES = {"2+2-micro-batches": (7, False), "2+1-padded": (5, False), "1+0-padded"
          "ppo-critic-2+1-padded": (5, True)}
 
 
-def _rank(rank: int, size: int, rendezvous: str, out: str, cases: dict) -> None:
-    """Every case in turn on one process group (starting the processes is most of the
-    cost), each case's measurement saved as ``{case}-rank{rank}.pt``."""
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=size)
-    try:
-        for case, (count, critic) in cases.items():
-            torch.save(measure(current_world(), count, critic), f"{out}/{case}-rank{rank}.pt")
-    finally:
-        dist.destroy_process_group()
-
-
 @pytest.fixture(scope="session")  # never rebuilt, wherever xdist interleaves the module's tests
 def two_processes(tmp_path_factory) -> dict[str, list[dict]]:
     """Each case measured on the two ranks of one spawned gloo group: case -> [rank 0, rank 1]."""
-    directory = tmp_path_factory.mktemp("fsdp")
-    mp.start_processes(_rank, args=(2, str(directory / "rendezvous"), str(directory), CASES), nprocs=2,
-                       start_method="spawn", join=True)
-    return {case: [torch.load(directory / f"{case}-rank{rank}.pt", weights_only=False) for rank in range(2)]
-            for case in CASES}
+    return on_two_processes(tmp_path_factory.mktemp("fsdp"), measure, CASES)
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -15,6 +15,7 @@ import copy
 import os
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Callable
 
 import pytest
 import torch
@@ -100,30 +101,32 @@ def measure(world: World, critic: bool, micro: int = 2) -> dict:
 CASES = {"grpo": (False, 2), "grpo-uneven-micro-batches": (False, 3), "ppo-with-critic": (True, 2)}
 
 
-def _rank(rank: int, size: int, rendezvous: str, out: str, cases: dict) -> None:
+def _rank(rank: int, size: int, rendezvous: str, out: str, measure_case: Callable[..., dict],
+          cases: dict) -> None:
     """Every case in turn on one process group (starting the processes is most of the
-    cost), each case's measurement saved as ``{case}-rank{rank}.pt``."""
+    cost): ``measure_case(world, *arguments)``, saved as ``{case}-rank{rank}.pt``."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=size)
     try:
-        for case, args in cases.items():
-            torch.save(measure(current_world(), *args), f"{out}/{case}-rank{rank}.pt")
+        for case, arguments in cases.items():
+            torch.save(measure_case(current_world(), *arguments), f"{out}/{case}-rank{rank}.pt")
     finally:
         dist.destroy_process_group()
 
 
-def on_two_processes(directory: Path, cases: dict) -> dict[str, list[dict]]:
-    """Each case measured on the two ranks of one spawned gloo group: case -> [rank 0, rank 1]."""
-    mp.start_processes(_rank, args=(2, str(directory / "rendezvous"), str(directory), cases), nprocs=2,
-                       start_method="spawn", join=True)
+def on_two_processes(directory: Path, measure_case: Callable[..., dict], cases: dict) -> dict[str, list[dict]]:
+    """Each case measured by ``measure_case`` (a module-level function: the spawned ranks
+    import it) on the two ranks of one spawned gloo group: case -> [rank 0, rank 1]."""
+    mp.start_processes(_rank, args=(2, str(directory / "rendezvous"), str(directory), measure_case, cases),
+                       nprocs=2, start_method="spawn", join=True)
     return {case: [torch.load(directory / f"{case}-rank{rank}.pt", weights_only=False) for rank in range(2)]
             for case in cases}
 
 
 @pytest.fixture(scope="session")  # never rebuilt, wherever xdist interleaves the module's tests
 def two_processes(tmp_path_factory) -> dict[str, list[dict]]:
-    return on_two_processes(tmp_path_factory.mktemp("ddp"), CASES)
+    return on_two_processes(tmp_path_factory.mktemp("ddp"), measure, CASES)
 
 
 def close(a: torch.Tensor, b: torch.Tensor, float32: bool = False) -> bool:
