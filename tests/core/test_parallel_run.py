@@ -54,7 +54,7 @@ def baselines() -> dict[tuple[str, ...], dict[str, float]]:
 @pytest.fixture
 def one_process(baselines, run_ddp):
     """``one_process(*args)``: the stored metrics of the one-process ddp run with ``args``,
-    run once for the module's tests (which share an xdist worker) and reused."""
+    run once per test process (xdist worker) and reused by the module's tests."""
     def metrics(*args: str) -> dict[str, float]:
         if args not in baselines:
             db, (code, out, err) = run_ddp(f"one-{len(baselines)}", *args)
@@ -64,8 +64,8 @@ def one_process(baselines, run_ddp):
     return metrics
 
 
-# the end-to-end runs share their one-process baselines: one worker runs them all, one
-# at a time with the suite's other busy tests (tests/conftest.py)
+# the end-to-end runs share their one-process baselines; meant to run on one worker, one
+# at a time with the suite's other busy tests (not grouping yet: tests/conftest.py)
 SHARED = pytest.mark.xdist_group("busy")
 
 
@@ -111,7 +111,8 @@ def test_a_killed_rank_fails_the_run_and_the_resume_reproduces_it(cli, cli_argv,
     """No filter, so every step updates: the resume restores the optimizer's state too."""
     db = tmp_path / "killed.duckdb"
     proc = subprocess.Popen(cli_argv("run", "--config", tiny_config_file, "--db", db, *DDP, "--steps", "6",
-                                     "--filter", "none", "--nproc", "2"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                     "--filter", "none", "--nproc", "2"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
         while True:
