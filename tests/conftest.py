@@ -16,10 +16,10 @@
   15.6); ``MIRAGE_CACHE`` and the builds of ``build_once`` are shared by the workers of
   one run (each under a file lock), everything else is per test.
   Tests that start several busy processes themselves (ranks, servers, a browser) carry
-  ``@pytest.mark.xdist_group("busy")``, meant to have one worker run them one after
-  another while the other runs the rest (two of them at once run four or more busy
-  processes on the two cores). It does not group yet: pytest 9.2 derives ``nodeid``
-  from ``_id``, and pytest-xdist 3.8 groups by rewriting ``_nodeid`` (issue #41's note).
+  ``@pytest.mark.xdist_group("busy")``: one worker runs them one after another while the
+  other runs the rest (two of them at once run four or more busy processes on the two
+  cores). The grouping needs pytest < 9.2 (pyproject's test extra): 9.2 derives
+  ``nodeid`` from ``_id``, and pytest-xdist 3.8 groups by rewriting ``_nodeid``.
 * ``cli(*args)`` runs the ``core`` command line in a process of its own (forked from a
   warm zygote, tests/cli_zygote.py) and returns
   ``(returncode, stdout, stderr)``; ``cli_argv(*args)`` is its argument list, for tests
@@ -42,6 +42,7 @@ from typing import Callable
 
 import pytest
 import yaml
+from _pytest.nodes import Node
 from cli_zygote import Zygote
 from shared_builds import shared_root
 
@@ -64,6 +65,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "plugin_autoload: do not set MIRAGE_DISABLE_PLUGIN_AUTOLOAD for this test"
     )
+    if config.getoption("dist", "no") == "loadgroup" and "_nodeid" not in Node.__slots__:
+        # pytest-xdist 3.8 groups by rewriting Node._nodeid, which pytest 9.2 no longer reads
+        raise pytest.UsageError(
+            f"--dist loadgroup cannot group under pytest {pytest.__version__} (pytest-xdist "
+            "rewrites a field it no longer reads): install pyproject's test extra (pytest<9.2)")
     if hasattr(config, "workerinput"):  # an xdist worker: one core's worth of threads each
         for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             os.environ[variable] = "1"

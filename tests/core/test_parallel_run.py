@@ -64,8 +64,8 @@ def one_process(baselines, run_ddp):
     return metrics
 
 
-# the end-to-end runs share their one-process baselines; meant to run on one worker, one
-# at a time with the suite's other busy tests (not grouping yet: tests/conftest.py)
+# the end-to-end runs share their one-process baselines: on one worker, one at a time with
+# the suite's other busy tests (tests/conftest.py)
 SHARED = pytest.mark.xdist_group("busy")
 
 
