@@ -112,18 +112,18 @@ def test_without_a_shipped_policy_a_build_says_how_to_have_it_ready(tiny_config,
     assert "build it once with `core warmstart countdown`" in said
 
 
-def test_five_run_seeds_share_one_warm_start(tiny_config, tmp_path, monkeypatch):
-    """Runs of seeds 0-4 at the default warm-start seed: the first builds the warm start,
-    the other four load it from the cache; one cache entry."""
+def test_run_seeds_share_one_warm_start(tiny_config, tmp_path, monkeypatch):
+    """Runs of seeds 0-2 at the default warm-start seed: the first builds the warm start,
+    the other two load it from the cache; one cache entry."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("MIRAGE_CACHE", str(cache))
     db = tmp_path / "runs.duckdb"
-    for seed in range(5):
+    for seed in range(3):
         execute(build_config(tiny_config() | {"seed": seed, "steps": 1}), db, progress=False)
     store = RunStore(db)
     sources = []
     for run in store.list_runs():
         (backend,) = [e for e in store.events(run["run_id"]) if e["kind"] == "backend"]
         sources.append(json.loads(backend["message"])["warmstart_source"])
-    assert sources == ["built", "cache", "cache", "cache", "cache"]
+    assert sources == ["built", "cache", "cache"]
     assert len(list((cache / "warmstart").iterdir())) == 1

@@ -87,6 +87,7 @@ def policies(tmp_path_factory) -> dict[str, Path]:
             "restating": fitted(base, root / "restating", lambda state, states: state)}
 
 
+@pytest.mark.slow  # fits two policies (about 20 s): the fast tier probes a stored run below
 def test_one_fixed_reasoning_is_at_chance_and_a_restated_map_is_retrieved(policies, cli, tmp_path):
     db = tmp_path / "probes.duckdb"
     code, out, err = cli("probe", "--model", policies["restating"], "--model", policies["fixed"],
@@ -120,6 +121,7 @@ def test_one_fixed_reasoning_is_at_chance_and_a_restated_map_is_retrieved(polici
     assert "template collapse" in shown
 
 
+@pytest.mark.slow  # fits two policies (about 20 s): the fast tier probes a stored run below
 def test_the_table_names_each_policy_and_the_regime(policies, cli):
     code, out, err = cli("probe", "--model", policies["fixed"], *PROBE)
     assert code == 0, err

@@ -21,10 +21,19 @@ REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "results" / "reproduction"
 
 
-def test_report_command_renders_every_finding_from_the_committed_results(tmp_path, cli):
-    out, figures = tmp_path / "reproduction.md", tmp_path / "img"
-    code, stdout, stderr = cli("report", "--results", RESULTS, "--out", out, "--figures", figures)
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory, cli_for_fixtures) -> tuple[Path, Path, str]:
+    """`core report` on the committed results, once for the module's tests: the page, its
+    figures' folder (laid out as docs/ lays them out) and the command's stdout."""
+    docs = tmp_path_factory.mktemp("report") / "docs"
+    out, figures = docs / "reproduction.md", docs / "img" / "reproduction"
+    code, stdout, stderr = cli_for_fixtures("report", "--results", RESULTS, "--out", out, "--figures", figures)
     assert code == 0, stderr
+    return out, figures, stdout
+
+
+def test_report_command_renders_every_finding_from_the_committed_results(rendered):
+    out, figures, stdout = rendered
     text = out.read_text()
     verdicts = re.findall(r"\*\*Verdict: (.+?)\.\*\*", text)
     # 7 findings, the collapse study, the template-collapse study and its controls
@@ -39,7 +48,7 @@ def test_report_command_renders_every_finding_from_the_committed_results(tmp_pat
     section = text[text.index("## Reasoning regime per run (experiment `reproduction_powered`)"):]
     assert section.count("| diverse 0") >= 1 and sum(line.startswith("| ") for line in
                                                       section.split("\n\n")[2].splitlines()) == 1 + 65  # header + runs
-    linked = re.findall(r"!\[[^\]]*\]\(img/([^)]+)\)", text)
+    linked = re.findall(r"!\[[^\]]*\]\(img/reproduction/([^)]+)\)", text)
     assert len(linked) == 9 and all((figures / name).stat().st_size > 1000 for name in linked)
     committed = read_study(RESULTS)
     assert findings_experiment(committed.runs) == POWERED  # the powered re-run is committed
@@ -84,12 +93,9 @@ def _assert_checks_follow_the_holm_rule(text: str) -> None:
                 assert re.fullmatch(r"\d+\.\d{3} \(\d+\.\d{3}-\d+\.\d{3}\)", row["detectable (80%)"]), row
 
 
-def test_committed_report_is_what_the_command_renders(tmp_path, cli):
+def test_committed_report_is_what_the_command_renders(rendered):
     """docs/reproduction.md is regenerated, not edited: rendering again gives the same text."""
-    out = tmp_path / "docs" / "reproduction.md"
-    code, _, stderr = cli("report", "--results", RESULTS, "--out", out,
-                              "--figures", tmp_path / "docs" / "img" / "reproduction")
-    assert code == 0, stderr
+    out, _, _ = rendered
     assert out.read_text() == (REPO / "docs" / "reproduction.md").read_text()
 
 
