@@ -27,6 +27,7 @@ from mirage.envs.phrasing import (
     check_action,
     demo_success_rates,
     generic_grammar,
+    grid_words,
     neighbour_line,
     relative,
 )
@@ -48,6 +49,14 @@ _LOOK_TEMPLATES = [
     "{look} The goal is {goal_dir} .",
     "{look} I am at row {r} col {c} .",
 ]
+# Image mode: the reasoning first reads the picture out, tile by tile (PICTURE_WORDS),
+# then plans from what it read; short enough for the default 40 new tokens.
+_PICTURE_TEMPLATES = [
+    "{picture} The goal is {goal_dir} .",
+    "{picture} I am at row {r} col {c} .",
+]
+PICTURE_WORDS = {"P": "me", "G": "goal", "O": "hole", "_": "ice"}
+"""The word each tile of the picture is read out as (one word per tile)."""
 _GENERIC = [
     "Let me move toward the goal .",
     "Avoid the holes and head for the goal .",
@@ -248,7 +257,9 @@ class _Demo(PersonaDemonstrator):
 
     def __init__(self, env, rng: random.Random, persona: str | None):
         super().__init__(env, rng, persona)
-        if not env.options.neighbours or env.options.observation == "image":
+        if env.options.observation == "image":
+            self.templates = _PICTURE_TEMPLATES  # the reasoning reads the picture, the whole state
+        elif not env.options.neighbours:
             self.templates = _LOOK_TEMPLATES  # the reasoning reads out what the prompt does not say
 
     def turn_actions(self, plan: list[str]) -> list[str]:
@@ -266,7 +277,7 @@ class _Demo(PersonaDemonstrator):
         (r, c), (gr, gc) = env.player, env.goal
         facts = dict(r=str(r), c=str(c), gr=str(gr), gc=str(gc),
                      goal_dir=relative(gr - r, gc - c), steps=str(len(plan)),
-                     look=neighbour_line(env._describe))
+                     look=neighbour_line(env._describe), picture=grid_words(env.symbol_grid(), PICTURE_WORDS))
         if self.persona == "careful":  # the careless persona does not look at holes
             near = [a for a in ACTIONS if env._moved(env.player, a) in env.holes]
             if near:

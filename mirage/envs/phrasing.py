@@ -251,3 +251,11 @@ class PersonaDemonstrator:
     def facts(self, plan: list[str]) -> dict[str, str]:
         """Template fields describing the current state and plan (may draw from ``self.rng``)."""
         raise NotImplementedError
+
+
+def grid_words(grid: list[list[str]], words: dict[str, str]) -> str:
+    """A picture read out: each row's tiles as one word each, a full stop after each row
+    ("ice me hole goal . ice ice ice ice . ..."). One word per tile, in the picture's
+    order, so reading the picture is copying it tile by tile."""
+    return " ".join(" ".join(words[symbol] for symbol in row) + " ." for row in grid)
+

@@ -28,6 +28,7 @@ from mirage.envs.phrasing import (
     check_action,
     demo_success_rates,
     generic_grammar,
+    grid_words,
     heading,
     neighbour_line,
     relative,
@@ -49,6 +50,17 @@ _TEMPLATES = [
     "From row {pr} col {pc} I must reach row {sr} col {sc} to push the box at row {br} col {bc} .",
     "From row {pr} col {pc} , {steps} moves should put the box at row {br} col {bc} on target .",
 ]
+# Image mode: the reasoning first reads the picture's inside out, tile by tile
+# (PICTURE_WORDS; the outer ring is wall in every room), then plans from what it read;
+# short enough for the default 40 new tokens.
+_PICTURE_TEMPLATES = [
+    "{picture} The box is {box_dir} .",
+    "{picture} The box must go {box_way} .",
+    "{picture} {steps} moves should put the box on target .",
+]
+PICTURE_WORDS = {"#": "wall", "_": "floor", "O": "target", "X": "box", "V": "boxed", "P": "me", "S": "meon"}
+"""The word each tile of the picture is read out as (one word per tile): ``boxed`` a box on
+a target, ``meon`` the player on a target."""
 _GENERIC = [
     "Let me push the box toward the target .",
     "Do not push the box into a corner .",
@@ -326,11 +338,17 @@ def _offset(origin: Cell, cell: Cell) -> str:
 class _Demo(PersonaDemonstrator):
     templates, generic_templates, generic_grammar = _TEMPLATES, _GENERIC, _GRAMMAR
 
+    def __init__(self, env, rng: random.Random, persona: str | None):
+        super().__init__(env, rng, persona)
+        if env.options.observation == "image":
+            self.templates = _PICTURE_TEMPLATES  # the reasoning reads the picture, the whole state
+
     def facts(self, plan: list[str]) -> dict[str, str]:
         (pr, pc), ((br, bc), (tr, tc)) = self.env.player, self.env._focus()
+        inside = [row[1:-1] for row in self.env.symbol_grid()[1:-1]]
         facts = dict(pr=str(pr), pc=str(pc), br=str(br), bc=str(bc), tr=str(tr), tc=str(tc),
                      box_dir=relative(br - pr, bc - pc), box_way=heading(tr - br, tc - bc),
-                     steps=str(len(plan)))
+                     steps=str(len(plan)), picture=grid_words(inside, PICTURE_WORDS))
         spot = self._push_spot(plan)
         if spot:
             facts["sr"], facts["sc"] = str(spot[0]), str(spot[1])

@@ -16,7 +16,7 @@ Groups, in run order:
   observations (:class:`Image`, :data:`IMAGE_MARK`) and the answer-environment helpers for
   question-answering environments;
 * what flows through a step: :class:`Batch`, :class:`Group`, :class:`Trajectory`,
-  :class:`Turn`, :class:`Selection`, :class:`PolicyOutput`, :class:`CrossScores`, and
+  :class:`Turn`, :class:`Prompt` (a context's ids with its pictures, as backends take it), :class:`Selection`, :class:`PolicyOutput`, :class:`CrossScores`, and
   :class:`Row` (an estimator's training row);
 * the run's configuration (:class:`RunConfig`, read-only to components);
 * errors a plugin may raise: :class:`ConfigError`, :class:`PluginResultError`;
@@ -40,6 +40,7 @@ from mirage.core.plugin_api.version import API_VERSION
 from mirage.core.rl.batch import Batch, Group, Selection, Trajectory, Turn
 from mirage.core.rl.env import Demonstrator, DemoTurn, Environment, EnvOptions, StepOutcome
 from mirage.core.rl.image import IMAGE_MARK, Image
+from mirage.core.rl.prompt import Prompt
 from mirage.core.rl.policy_output import CrossScores, PolicyOutput
 from mirage.envs.answer import AnswerEnvironment, AnswerOptions, PersonaAnswerDemonstrator, parse_number
 
@@ -77,7 +78,7 @@ __all__ = [
     "Environment", "EnvOptions", "StepOutcome", "DemoTurn", "Demonstrator", "Image", "IMAGE_MARK",
     "AnswerEnvironment", "AnswerOptions", "PersonaAnswerDemonstrator", "parse_number",
     # a step's data
-    "Batch", "Group", "Trajectory", "Turn", "Selection", "PolicyOutput", "CrossScores", "Row",
+    "Batch", "Group", "Trajectory", "Turn", "Prompt", "Selection", "PolicyOutput", "CrossScores", "Row",
     # configuration and errors
     "RunConfig", "ConfigError", "PluginResultError",
     # built-ins to extend

@@ -6,6 +6,7 @@ from mirage.core.plugin_api.hookspecs import hookimpl
 from mirage.core.plugin_api.session import RunSession
 from mirage.core.rl.batch import Batch, Turn
 from mirage.core.rl.episode import apply_response, build_context, context_images, start_episode
+from mirage.core.rl.prompt import encode_prompt
 
 
 @hookimpl
@@ -24,7 +25,7 @@ def mirage_rollout(run: RunSession, batch: Batch) -> Batch:
     while active := [(t, s) for t, s in episodes if not s.done]:
         contexts = [build_context(state, env_config) for _, state in active]
         images = [context_images(state, env_config) for _, state in active]
-        context_ids = [run.backend.encode_prompt(c) for c in contexts]
+        context_ids = [encode_prompt(run.backend, c, pictures) for c, pictures in zip(contexts, images)]
         # per-trajectory streams only where the batch asks (data-parallel runs): a backend
         # from before the seeds argument still samples every other run
         seeded = {} if batch.sampling_seed is None else {
@@ -46,7 +47,7 @@ def mirage_rollout(run: RunSession, batch: Batch) -> Batch:
                     actions=result.actions,
                     format_ok=result.format_ok,
                     reward=result.reward,
-                    context_ids=ids,
+                    context_ids=list(ids),
                     response_ids=resp,
                     images=pictures,
                 )

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from mirage.core.config.run_config import RunConfig
     from mirage.core.rl.env import Environment
+    from mirage.core.rl.image import Image
     from mirage.core.rl.training import LossRecipe, Row
 
 
@@ -82,12 +83,19 @@ class Backend(Component, ABC):
     @abstractmethod
     def encode(self, text: str) -> list[int]: ...
 
-    def encode_prompt(self, text: str) -> list[int]:
+    def encode_prompt(self, text: str, images: tuple[Image, ...] = ()) -> list[int]:
         """Token ids of a prompt (a context ``X``, ending in ``<think>``) as the policy
         should see it: the one place prompts become ids, for rollouts and validation alike
         (cross-scoring and the update reuse the ids a turn was sampled with). This default
         encodes the text as it is; a backend may render it first, e.g. through a chat
-        template (``env.chat_template``). Reasonings and other text use :meth:`encode`."""
+        template (``env.chat_template``). Reasonings and other text use :meth:`encode`.
+
+        ``images``: the pictures the text's ``IMAGE_MARK``s place (image mode), passed only
+        to a backend whose :meth:`images_problem` is None; it encodes each mark as its
+        model's image tokens and later takes the ids back as a :class:`Prompt` carrying the
+        pictures (``contexts`` of every method below). This default reads text only."""
+        if images:
+            raise NotImplementedError(f"backend {self.config.model.backend!r} reads text only")
         return self.encode(text)
 
     @abstractmethod

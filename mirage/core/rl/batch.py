@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mirage.core.rl.image import Image
+from mirage.core.rl.prompt import Prompt
 from mirage.core.rl.returns import episode_return, group_mean, group_variance
 
 
@@ -40,6 +41,11 @@ class Turn:
     images: list[Image] = field(default_factory=list)
     """The pictures X shows, one per ``IMAGE_MARK`` in ``context``, in order (an
     environment in image mode); empty for text."""
+
+    @property
+    def prompt(self) -> Prompt:
+        """X as a backend takes it: ``context_ids`` with ``images``."""
+        return Prompt(self.context_ids, self.images)
 
 
 @dataclass

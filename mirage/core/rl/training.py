@@ -84,7 +84,7 @@ def micro_batches(rows: Sequence[Row], size: int) -> list[Sequence[Row]]:
 
 
 def _ids(rows: Sequence[Row]) -> tuple[list[list[int]], list[list[int]]]:
-    return [r.turn.context_ids for r in rows], [r.turn.response_ids for r in rows]
+    return [r.turn.prompt for r in rows], [r.turn.response_ids for r in rows]
 
 
 def _reference(backend: InProcessPolicy, recipe: LossRecipe, rows: Sequence[Row]) -> torch.Tensor | None:

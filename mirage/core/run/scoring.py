@@ -23,7 +23,7 @@ def score_batch(run: RunSession, batch: Batch) -> None:
     def score(part: list) -> list[list[float]]:
         return call_stage(
             run, "scoring",
-            lambda: run.hook.mirage_score(run=run, contexts=[t.context_ids for t in part],
+            lambda: run.hook.mirage_score(run=run, contexts=[t.prompt for t in part],
                                           responses=[t.response_ids for t in part]),
             lambda: hook_suspects(run, "mirage_score") + [backend_suspect(run)])
 

@@ -13,7 +13,9 @@ from transformers.utils import logging as hf_logging
 
 from mirage.core.config.run_config import RunConfig
 from mirage.core.rl.backend import Backend, CrossScores, PolicyOutput
-from mirage.plugins.backend_local import chat_template, cross_scoring, decode, precision, reference, sharding
+from mirage.core.rl.image import Image
+from mirage.core.rl.prompt import images_of
+from mirage.plugins.backend_local import chat_template, cross_scoring, decode, precision, reference, sharding, vision
 from mirage.plugins.backend_local import model as model_lib
 from mirage.plugins.backend_local.critic import ValueModel
 from mirage.plugins.backend_local.options import LocalOptions
@@ -36,6 +38,7 @@ class LocalBackend(Backend):
         self.device = precision.resolve_device(config.model.device)
         self.model = None
         self.tokenizer = None
+        self.processor = None  # a vision-language policy's (vision.py); None for text
         self.optimizer = None
         self._reference = None
         self.critic = None  # ValueModel, built by init_critic (PPO)
@@ -45,6 +48,17 @@ class LocalBackend(Backend):
         self._optimizer_to_save: dict | None = None  # fsdp: the shards' optimizer, gathered for a checkpoint
 
     # ------------------------------------------------------------------ setup
+    @classmethod
+    def images_problem(cls, config: RunConfig) -> str | None:
+        """None without ``model.path`` (the tiny vision-language policy, warm-started on the
+        pictures) or for a checkpoint with a vision tower; a text-only checkpoint is refused."""
+        path = config.model.path
+        if path and model_lib.reads_text_only(path):
+            return (f"--model {path!r} reads text only (its config.json has no vision_config): image "
+                    "observations need an image-text-to-text checkpoint (LLaVA or Qwen2-VL family), "
+                    "or env.options.observation 'text'")
+        return None
+
     @classmethod
     def config_problem(cls, config: RunConfig) -> str | None:
         if problem := precision.device_problem(config.model.device):
@@ -71,6 +85,8 @@ class LocalBackend(Backend):
             for p in self._reference.parameters():
                 p.requires_grad_(False)
             facts |= made
+        self.processor = (vision.processor_for(self.model, self.tokenizer, cfg.path)
+                          if vision.is_vision_model(self.model) else None)
         self.model.to(self.device)  # the warm start trained (and cached) it in float32 on the CPU
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=self.config.algorithm.lr, weight_decay=0.0
@@ -91,10 +107,19 @@ class LocalBackend(Backend):
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
-    def encode_prompt(self, text: str) -> list[int]:
+    def encode_prompt(self, text: str, images: tuple[Image, ...] = ()) -> list[int]:
         if self.chat_template():
             text = chat_template.render(self.tokenizer, text)
+        if images:  # each IMAGE_MARK becomes the picture's image tokens (the processor's expansion)
+            return vision.encode_with_images(self.processor, text, tuple(images))
         return self.encode(text)
+
+    def seen(self, contexts) -> dict[str, torch.Tensor]:
+        """The model's picture inputs for ``contexts`` (``Prompt``s, in order): a
+        vision-language policy's ``pixel_values``; nothing for text."""
+        if self.processor is None:
+            return {}
+        return vision.image_inputs(self.processor, images_of(contexts), self.device)
 
     def chat_template(self) -> bool:
         """Whether prompts go through the tokenizer's chat template: asked for
@@ -163,9 +188,12 @@ class LocalBackend(Backend):
         sampling = {} if greedy else {"temperature": temperature, "top_k": 0, "top_p": top_p}
         if min_p > 0 and not greedy:
             sampling["min_p"] = min_p
+        if self.processor is not None:  # a response never places a picture
+            sampling["suppress_tokens"] = [vision.image_token_id(self.model)]
         return self.model.generate(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
+            **self.seen(contexts),
             do_sample=not greedy,
             max_new_tokens=max_new_tokens,
             pad_token_id=pad,
@@ -198,7 +226,7 @@ class LocalBackend(Backend):
         ids, mask, positions, resp_mask = self._pack(contexts, responses)
         width = ids.size(1)
         with self.compute():
-            logits = model(input_ids=ids, attention_mask=mask).logits.float()
+            logits = model(input_ids=ids, attention_mask=mask, **self.seen(contexts)).logits.float()
         picked = logits.gather(1, positions[:, :, None].expand(-1, -1, logits.size(-1)))
         targets = ids.gather(1, (positions + 1).clamp(max=width - 1))
         m = resp_mask.float()
@@ -246,7 +274,8 @@ class LocalBackend(Backend):
         logprobs = torch.zeros(len(responses), len(contexts), dtype=torch.float64)
         entropy = torch.zeros_like(logprobs)
         for column, context in enumerate(contexts):
-            prefix = self.model(input_ids=torch.tensor([context], device=self.device), use_cache=True)
+            prefix = self.model(input_ids=torch.tensor([context], device=self.device), use_cache=True,
+                                **self.seen([context]))
             last = prefix.logits[:, -1:].float()
             for start in range(0, len(responses), SCORE_CHUNK):
                 chunk = ids[start : start + SCORE_CHUNK]
@@ -339,7 +368,7 @@ class LocalBackend(Backend):
         self.critic.train()
         ids, mask, positions, resp_mask = self._pack(contexts, responses)
         # V(s_t) is read where token t is predicted: after the context and response[:t].
-        return self.critic(ids, mask).gather(1, positions) * resp_mask.float()
+        return self.critic(ids, mask, **self.seen(contexts)).gather(1, positions) * resp_mask.float()
 
     def critic_step(self, max_grad_norm: float) -> float:
         norm = torch.nn.utils.clip_grad_norm_(self.critic.parameters(), max_grad_norm)
@@ -367,6 +396,8 @@ class LocalBackend(Backend):
 
     def load(self, directory: Path) -> None:
         self.model, self.tokenizer = model_lib.load_pretrained(str(directory / "policy"))
+        if self.processor is not None:
+            self.processor.tokenizer = self.tokenizer
         self.model.to(self.device)
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=self.config.algorithm.lr, weight_decay=0.0

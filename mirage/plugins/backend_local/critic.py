@@ -22,11 +22,12 @@ class ValueModel(nn.Module):
         super().__init__()
         self.dtype_name = dtype  # the policy's model.dtype: its backbone computes likewise
         self.backbone = copy.deepcopy(policy.base_model)  # the transformer without its LM head
-        self.head = nn.Linear(policy.config.hidden_size, 1)
+        self.head = nn.Linear(policy.config.get_text_config().hidden_size, 1)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **seen) -> torch.Tensor:
+        """``seen``: a vision-language policy's ``pixel_values``."""
         with precision.compute(input_ids.device, self.dtype_name):
-            hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, **seen).last_hidden_state
         return self.head(hidden.float()).squeeze(-1)  # the head and the value loss in float32

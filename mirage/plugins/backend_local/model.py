@@ -11,6 +11,7 @@ import json
 
 from transformers import (
     AutoModelForCausalLM,
+    AutoModelForImageTextToText,
     AutoTokenizer,
     PreTrainedTokenizerFast,
     Qwen2Config,
@@ -59,7 +60,11 @@ def tiny_model_config(config: LocalOptions, vocab_size: int, pad_id: int, eos_id
 
 def build_tiny_model(config: LocalOptions, vocab_size: int, pad_id: int, eos_id: int, bos_id: int):
     """A small Qwen2-architecture causal LM with tied embeddings, freshly initialised."""
-    qwen = tiny_model_config(config, vocab_size, pad_id, eos_id, bos_id)
+    return build_tiny_model_from(tiny_model_config(config, vocab_size, pad_id, eos_id, bos_id))
+
+
+def build_tiny_model_from(qwen: Qwen2Config):
+    """The causal LM of ``qwen`` (:func:`tiny_model_config`), freshly initialised."""
     with _BUILDING:
         return Qwen2ForCausalLM(qwen)
 
@@ -83,7 +88,8 @@ def load_pretrained(path: str):
         else:
             tokenizer = AutoTokenizer.from_pretrained(path)
         with _BUILDING:
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+            loader = AutoModelForImageTextToText if _has_vision(path) else AutoModelForCausalLM
+            model = loader.from_pretrained(path, dtype=torch.float32)
     except OSError as error:  # not on the hub, no network and not cached, no such repo
         reason = " ".join(str(error).split())
         reason = reason if len(reason) <= 240 else reason[:237] + "..."
@@ -91,6 +97,20 @@ def load_pretrained(path: str):
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+def _has_vision(path: str) -> bool:
+    """Whether the checkpoint at ``path`` is an image-text-to-text model (a vision tower in
+    its config), which AutoModelForCausalLM does not load."""
+    config = Path(path).expanduser() / "config.json"
+    return config.is_file() and "vision_config" in json.loads(config.read_text())
+
+
+def reads_text_only(path: str) -> bool:
+    """Whether ``path`` is a local checkpoint without a vision tower (a hub id is not
+    looked up here: loading it says what it is)."""
+    config = Path(path).expanduser() / "config.json"
+    return config.is_file() and not _has_vision(path)
 
 
 def parameter_count(model: torch.nn.Module) -> int:

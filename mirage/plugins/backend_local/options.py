@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 # The settings that make a warm start: its cache key covers exactly these (warmstart.py).
 WARM_START_SHAPE = ("hidden", "layers", "heads", "warmstart_episodes", "warmstart_steps",
                     "warmstart_batch", "warmstart_lr")
+# ...and, for an environment in image mode, these too (a text warm start's key is as it was)
+VISION_SHAPE = ("vision_hidden", "vision_layers")
 
 
 class LocalOptions(BaseModel):
@@ -21,6 +23,9 @@ class LocalOptions(BaseModel):
     hidden: int = Field(128, ge=8, description="the tiny policy's hidden size")
     layers: int = Field(4, ge=1, description="the tiny policy's transformer layers")
     heads: int = Field(4, ge=1, description="the tiny policy's attention heads")
+    vision_hidden: int = Field(64, ge=8, description="image mode: the tiny policy's vision tower width "
+                               "(a CLIP tower, 16-pixel patches; vision.py)")
+    vision_layers: int = Field(2, ge=1, description="image mode: the tiny policy's vision tower layers")
     warmstart_episodes: int = Field(3000, ge=0, description="demonstrated episodes of the warm start")
     warmstart_steps: int = Field(
         1200, ge=0, description="optimizer steps; at 600 the Sokoban policy of some seeds never "

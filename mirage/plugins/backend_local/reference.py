@@ -22,7 +22,7 @@ from typing import Any
 from mirage.core.config.run_config import RunConfig
 from mirage.core.errors import ConfigError
 from mirage.core.rl.demos import collect_demonstrations
-from mirage.plugins.backend_local import warmstart
+from mirage.plugins.backend_local import vision, warmstart
 from mirage.plugins.backend_local.options import LocalOptions
 from mirage.plugins.backend_local.shipped import FACTS_FILE
 
@@ -60,26 +60,31 @@ def templated_reference(model, tokenizer, config: RunConfig, options: LocalOptio
     seed = warmstart.warmstart_seed(config, options)
     env_options = env_cls.Options(**reference_options(config, options, env_cls))
     demos = collect_demonstrations(env_cls, env_options, config.env, options.warmstart_episodes, seed)
-    data = _encoded(tokenizer, demos.pairs)
+    processor = vision.processor_for(model, tokenizer) if vision.is_vision_model(model) else None
+    data = _encoded(tokenizer, demos.pairs, demos.images, processor)
     reference = copy.deepcopy(model).cpu()
     recipe = options.model_copy(update={"warmstart_steps": options.reference_steps})
-    loss = warmstart._supervised(reference, data, recipe, seed, progress)
+    pixels = None if processor is None else (lambda images: vision.image_inputs(processor, images, "cpu"))
+    loss = warmstart._supervised(reference, data, recipe, seed, progress, pixels)
     facts = {"reference_key": key, "reference_final_loss": loss, "reference_pairs": len(data),
              "reference_env_options": options.reference_env_options}
     warmstart.save(target, reference, tokenizer, facts)
     return reference, {**facts, "reference_source": "built"}
 
 
-def _encoded(tokenizer, pairs: list[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
+def _encoded(tokenizer, pairs: list[tuple[str, str]], images: list[tuple], processor=None) -> list[tuple]:
+    """(context ids, response ids, pictures) of each pair; a vision-language policy's
+    ``processor`` encodes the contexts with their pictures."""
     unknown = tokenizer.unk_token_id
     data, missing = [], set()
-    for context, response in pairs:
-        c = tokenizer.encode(context, add_special_tokens=False)
+    for (context, response), pictures in zip(pairs, images):
+        c = (vision.encode_with_images(processor, context, pictures) if pictures
+             else tokenizer.encode(context, add_special_tokens=False))
         r = tokenizer.encode(response, add_special_tokens=False)
         if unknown is not None and unknown in r:  # a prompt's unknown word is read as RL reads it
             vocabulary = tokenizer.get_vocab()
             missing |= {word for word in response.split() if word not in vocabulary}
-        data.append((c, r + [tokenizer.eos_token_id]))
+        data.append((c, r + [tokenizer.eos_token_id], pictures))
     if missing:
         raise ConfigError(
             f"model.options.reference_env_options: the reference's demonstrations use words the "

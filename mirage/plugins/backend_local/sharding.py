@@ -126,13 +126,13 @@ def train_step(backend: Any, policy: ShardedPolicy, rows: Sequence[Row],
     for index in range(micro_batch_count(world, len(rows), recipe.micro_batch_size)):
         if index < len(mine):
             micro = mine[index]
-            out = backend.per_token(policy.module, [r.turn.context_ids for r in micro],
+            out = backend.per_token(policy.module, [r.turn.prompt for r in micro],
                                     [r.turn.response_ids for r in micro])
             losses, stats = micro_batch_losses(backend, recipe, micro, out, len(rows), tokens, critic)
             add_stats(totals, stats)
         else:  # the same all-gathers and reduce-scatters as a real one, adding zeros
             first = rows[0].turn
-            losses = [0.0 * backend.per_token(policy.module, [first.context_ids], [first.response_ids]).logprobs.sum()]
+            losses = [0.0 * backend.per_token(policy.module, [first.prompt], [first.response_ids]).logprobs.sum()]
         for loss in losses:
             loss.backward()
     if critic:

@@ -29,8 +29,9 @@ from tqdm import tqdm
 from mirage.core.config.run_config import RunConfig
 from mirage.core.rl.demos import collect_demonstrations
 from mirage.plugins.backend_local import model as model_lib
-from mirage.plugins.backend_local import shipped
-from mirage.plugins.backend_local.options import WARM_START_SHAPE, LocalOptions
+from mirage.plugins.backend_local import shipped, vision
+from mirage.core.rl.image import IMAGE_MARK
+from mirage.plugins.backend_local.options import VISION_SHAPE, WARM_START_SHAPE, LocalOptions
 from mirage.plugins.backend_local.shipped import FACTS_FILE
 from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
 
@@ -69,9 +70,8 @@ def fingerprint(config: RunConfig, options: LocalOptions, env_cls) -> str:
     env_options = env_cls.Options(**demo_options(config, options, env_cls))
     demos = collect_demonstrations(env_cls, env_options, config.env, episodes,
                                    warmstart_seed(config, options))
-    tokenizer = build_word_tokenizer(c + "\n" + r for c, r in demos.pairs)
-    shape = model_lib.tiny_model_config(options, len(tokenizer), tokenizer.pad_token_id,
-                                        tokenizer.eos_token_id, tokenizer.bos_token_id).to_diff_dict()
+    tokenizer, shape = _tokenizer_and_config(demos, options)
+    shape = shape.to_diff_dict()
     shape.pop("transformers_version", None)
     parts = {"pairs": demos.pairs, "success": demos.success_rate,
              "vocab": sorted(tokenizer.get_vocab().items()), "model": shape}
@@ -87,7 +87,8 @@ def cache_key(config: RunConfig, options: LocalOptions, env_cls) -> str:
         "version": WARMSTART_VERSION,
         "env": [env_cls.name, env_cls.version],
         "env_config": env_config,
-        "model": options.model_dump(mode="json", include=set(WARM_START_SHAPE)),
+        "model": options.model_dump(mode="json", include=set(WARM_START_SHAPE) | (
+            set(VISION_SHAPE) if env_config["options"].get("observation") == "image" else set())),
         "seed": warmstart_seed(config, options),
         "fingerprint": fingerprint(config, options, env_cls),
     }
@@ -134,17 +135,21 @@ def build(config: RunConfig, options: LocalOptions, env_cls, *, progress: bool =
     env_options = env_cls.Options(**demo_options(config, options, env_cls))
     seed = warmstart_seed(config, options)
     demos = collect_demonstrations(env_cls, env_options, config.env, options.warmstart_episodes, seed)
-    tokenizer = build_word_tokenizer(c + "\n" + r for c, r in demos.pairs)
+    tokenizer, model_config = _tokenizer_and_config(demos, options)
     torch.manual_seed(seed)
-    model = model_lib.build_tiny_model(
-        options, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.bos_token_id
-    )
     eos = tokenizer.eos_token_id
-    data = [
-        (tokenizer.encode(c, add_special_tokens=False), tokenizer.encode(r, add_special_tokens=False) + [eos])
-        for c, r in demos.pairs
-    ]
-    final_loss = _supervised(model, data, options, seed, progress)
+    if vision.is_vision_config(model_config):  # image mode: the pictures flow beside the ids
+        model = vision.build_tiny_vision_model(model_config)
+        processor = vision.build_processor(tokenizer, *demos.images[0][0].size)
+        pixels = lambda images: vision.image_inputs(processor, images, "cpu")  # noqa: E731
+        contexts = [vision.encode_with_images(processor, c, images) for (c, _), images in zip(demos.pairs, demos.images)]
+    else:
+        model = model_lib.build_tiny_model_from(model_config)
+        pixels = None
+        contexts = [tokenizer.encode(c, add_special_tokens=False) for c, _ in demos.pairs]
+    data = [(context, tokenizer.encode(r, add_special_tokens=False) + [eos], images)
+            for context, (_, r), images in zip(contexts, demos.pairs, demos.images)]
+    final_loss = _supervised(model, data, options, seed, progress, pixels)
     facts: dict[str, Any] = {
         "warmstart_pairs": len(data),
         "warmstart_demo_success": demos.success_rate,
@@ -153,6 +158,20 @@ def build(config: RunConfig, options: LocalOptions, env_cls, *, progress: bool =
         "warmstart_seconds": round(time.perf_counter() - started, 1),
     }
     return model, tokenizer, facts
+
+
+def _tokenizer_and_config(demos, options: LocalOptions):
+    """The word tokenizer trained on the demonstrations and the tiny policy's transformers
+    config: the text model, or (demonstrations with pictures) the vision-language model
+    around it, with ``IMAGE_MARK`` as the tokenizer's image token."""
+    tokenizer = build_word_tokenizer(c.replace(IMAGE_MARK, " ") + "\n" + r for c, r in demos.pairs)
+    image_token = vision.add_image_token(tokenizer) if any(demos.images) else None
+    text = model_lib.tiny_model_config(options, len(tokenizer), tokenizer.pad_token_id,
+                                       tokenizer.eos_token_id, tokenizer.bos_token_id)
+    if image_token is None:
+        return tokenizer, text
+    width, height = demos.images[0][0].size
+    return tokenizer, vision.tiny_vision_config(options, text, image_token, width, height)
 
 
 def save(target: Path, model, tokenizer, facts: dict[str, Any]) -> None:
@@ -172,9 +191,11 @@ def save(target: Path, model, tokenizer, facts: dict[str, Any]) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _supervised(model, data: list[tuple[list[int], list[int]]], cfg, seed: int,
-                progress: bool) -> float:
-    """Next-token loss on response tokens only, AdamW with cosine decay."""
+def _supervised(model, data: list[tuple[list[int], list[int], tuple]], cfg, seed: int,
+                progress: bool, pixels=None) -> float:
+    """Next-token loss on response tokens only, AdamW with cosine decay. ``data``:
+    (context ids, response ids, pictures); ``pixels(pictures)`` gives a vision-language
+    model's picture inputs (``pixel_values``)."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.warmstart_lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * min(s / max(cfg.warmstart_steps, 1), 1.0)))
@@ -182,21 +203,22 @@ def _supervised(model, data: list[tuple[list[int], list[int]]], cfg, seed: int,
     rng = random.Random(seed)
     model.train()
     loss_value = math.nan
-    pad = model.config.pad_token_id
+    pad = model.config.get_text_config().pad_token_id
     bar = tqdm(range(cfg.warmstart_steps), desc="warm start", unit="step", leave=False,
                disable=not progress, file=sys.stderr)
     started = time.perf_counter()
     for step in bar:
         batch = rng.sample(data, min(cfg.warmstart_batch, len(data)))
-        width = max(len(c) + len(r) for c, r in batch)
+        width = max(len(c) + len(r) for c, r, _ in batch)
         ids = torch.full((len(batch), width), pad, dtype=torch.long)
         labels = torch.full_like(ids, -100)
         mask = torch.zeros_like(ids)
-        for row, (c, r) in enumerate(batch):
+        for row, (c, r, _) in enumerate(batch):
             ids[row, : len(c) + len(r)] = torch.tensor(c + r)
             labels[row, len(c) : len(c) + len(r)] = torch.tensor(r)
             mask[row, : len(c) + len(r)] = 1
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        seen = {} if pixels is None else pixels([p for _, _, images in batch for p in images])
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels, **seen).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

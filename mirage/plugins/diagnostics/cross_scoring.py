@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from mirage.core.rl.batch import Batch, Turn
+from mirage.core.rl.prompt import prompt_key
 
 
 @dataclass
@@ -33,10 +34,19 @@ class ScoredTurns:
 
 
 def assign_columns(contexts: list[list[int]]) -> tuple[list[list[int]], list[int]]:
-    """The distinct contexts in first-seen order, and the column of each context."""
-    index: dict[tuple[int, ...], int] = {}
-    owners = [index.setdefault(tuple(ids), len(index)) for ids in contexts]
-    return [list(ids) for ids in index], owners
+    """The distinct contexts in first-seen order, and the column of each context. Two
+    contexts are one when their ids and their pictures are (``Prompt.key``): in image
+    mode different rooms share their prompt's words."""
+    index: dict[tuple, int] = {}
+    columns: list[list[int]] = []
+    owners = []
+    for ids in contexts:
+        key = prompt_key(ids)
+        if key not in index:
+            index[key] = len(columns)
+            columns.append(ids)
+        owners.append(index[key])
+    return columns, owners
 
 
 def first_turns(batch: Batch) -> list[Turn]:
@@ -57,7 +67,7 @@ def cross_score(run, turns: list[Turn], reasonings: list[list[int]]) -> ScoredTu
     """Score the non-empty ``reasonings`` (token ids of each turn's Z) under the distinct
     prompts of ``turns``; None when fewer than two prompts or no reasoning remain (no
     comparison to make). A prompt whose reasonings are all empty is still a column."""
-    columns, owners = assign_columns([turn.context_ids for turn in turns])
+    columns, owners = assign_columns([turn.prompt for turn in turns])
     scored = [i for i, z in enumerate(reasonings) if z]
     if len(columns) < 2 or not scored:
         return None

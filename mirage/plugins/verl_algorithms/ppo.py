@@ -73,7 +73,7 @@ def old_values(run, trajectories: list[Trajectory], chunk: int) -> list[list[tor
     for start in range(0, len(turns), chunk):
         part = [turn for turn in turns[start : start + chunk] if turn.response_ids]
         if part:
-            values = run.backend.values([t.context_ids for t in part], [t.response_ids for t in part])
+            values = run.backend.values([t.prompt for t in part], [t.response_ids for t in part])
             # on the CPU, beside the advantages and returns (the backend's device may differ)
             flat += [row[: len(t.response_ids)].float().cpu() for row, t in zip(values, part)]
     filled = iter(flat)
