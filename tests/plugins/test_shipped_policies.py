@@ -21,9 +21,18 @@ from mirage.plugins.backend_local.warmstart import cache_key, warm_start
 REBUILD_MINUTES = {"sokoban": 16, "frozenlake": 11}  # one torch thread, this machine's kind
 
 
-def default_key(env: str) -> str:
-    """The cache key of ``env``'s warm start at the built-in defaults, by today's code."""
-    config = build_config({"env": {"name": env}})
+def rebuild_command(name: str) -> str:
+    env, observation = shipped.split_name(name)
+    shown = "" if observation == "text" else f" --set env.options.observation={observation}"
+    return f"core warmstart {env}{shown} --set threads=1 --rebuild"
+
+
+def default_key(name: str) -> str:
+    """The cache key of shipped policy ``name``'s warm start (``ENV`` or ``ENV-image``) at
+    the built-in defaults, by today's code."""
+    env, observation = shipped.split_name(name)
+    options = {} if observation == "text" else {"observation": observation}
+    config = build_config({"env": {"name": env, "options": options}})
     return cache_key(config, LocalOptions(**config.model.options),
                      build_plugins().registries.envs.get(env))
 
@@ -42,8 +51,7 @@ def test_a_shipped_policy_is_what_todays_code_builds(env):
     assert default_key(env) == built_as, (
         f"the shipped {env!r} policy is stale: today's code builds {env}'s default warm start "
         f"under cache key {default_key(env)}, the shipped one was built under {built_as} (at "
-        f"{record['provenance']['commit']}). Rebuild it with `core warmstart {env} --set "
-        f"threads=1 --rebuild` (about {REBUILD_MINUTES.get(env, 15)} minutes on a 2-core "
+        f"{record['provenance']['commit']}). Rebuild it with `{rebuild_command(env)}` (about {REBUILD_MINUTES.get(env, 15)} minutes on a 2-core "
         f"machine) and commit mirage/plugins/backend_local/policies/{env}/")
 
 
@@ -51,7 +59,7 @@ def test_a_shipped_policy_is_what_todays_code_builds(env):
 def test_a_shipped_policy_records_where_it_came_from_and_how_good_it_is(env):
     record = shipped.record(env)
     provenance = record["provenance"]
-    assert provenance["command"].startswith(f"core warmstart {env}")
+    assert provenance["command"].startswith(f"core warmstart {shipped.split_name(env)[0]}")
     assert provenance["commit"] and provenance["built_at"]
     # built at the defaults: every setting it recorded (options added since, such as the KL
     # reference's, play no part in a warm start) and every one that shapes a warm start
@@ -127,3 +135,15 @@ def test_run_seeds_share_one_warm_start(tiny_config, tmp_path, monkeypatch):
         sources.append(json.loads(backend["message"])["warmstart_source"])
     assert sources == ["built", "cache", "cache"]
     assert len(list((cache / "warmstart").iterdir())) == 1
+
+
+def test_an_image_policy_ships_under_its_own_name():
+    """Image observations warm-start a vision-language policy of their own, shipped beside
+    the text one as ``ENV-image``."""
+    assert shipped.policy_name("frozenlake") == "frozenlake"
+    assert shipped.policy_name("frozenlake", "image") == "frozenlake-image"
+    assert shipped.split_name("frozenlake-image") == ("frozenlake", "image")
+    assert shipped.split_name("sokoban") == ("sokoban", "text")
+    image = build_config({"env": {"name": "sokoban", "options": {"observation": "image"}}})
+    assert shipped.policy_of(image) == "sokoban-image"
+    assert default_key("sokoban-image") != default_key("sokoban")

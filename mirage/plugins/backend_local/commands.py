@@ -31,7 +31,7 @@ def warmstart(
     rebuild: bool = typer.Option(False, "--rebuild", help=REBUILD_HELP),
     out: Optional[Path] = typer.Option(
         None, help="with --rebuild: the folder to record the policy in [default: the package's "
-        "shipped policy of ENV]"),
+        "shipped policy of ENV, ENV-image with --set env.options.observation=image]"),
     episodes: int = typer.Option(256, min=1, max=MAX_BATCH_TRAJECTORIES,
                                  help="with --rebuild: validation episodes measured"),
     batches: int = typer.Option(8, min=1, max=MAX_BATCHES, help="with --rebuild: P x G rollout "
@@ -68,14 +68,14 @@ def warmstart(
     if not rebuild:
         facts = session.backend.prepare(env_cls, cache_dir())
         typer.echo(f"{env}: warm start {key} from the {facts['warmstart_source']}")
-        record = shipped.record(env)
+        record = shipped.record(shipped.policy_of(config))
         if facts["warmstart_source"] == "shipped" and record:
             typer.echo(json.dumps(record["provenance"], indent=1))
         else:
             typer.echo(json.dumps({k: v for k, v in facts.items() if k.startswith("warmstart")}, indent=1))
         return
 
-    target = out if out is not None else shipped.POLICIES / env
+    target = out if out is not None else shipped.POLICIES / shipped.policy_of(config)
     started = time.perf_counter()
     model, tokenizer, facts = ws.build(config, options, env_cls, progress=True)
     staging = target.parent / f".{target.name}.new"

@@ -1,7 +1,7 @@
 """Warm-started policies shipped with the package, like a model hub's weights.
 
 ``policies/ENV/`` holds the default policy of environment ENV as a Hugging Face
-directory (config, safetensors weights, tokenizer) and ``warmstart.json``: the warm
+directory (``policies/ENV-image/`` its policy for image observations, a vision-language model) (config, safetensors weights, tokenizer) and ``warmstart.json``: the warm
 start's facts, its cache key (``warmstart_key``) and its ``provenance`` (the command and
 commit that built it, the settings, the measured quality). A run whose warm-start cache
 key equals a shipped policy's loads it instead of training; ``core warmstart ENV
@@ -19,8 +19,25 @@ POLICIES = Path(__file__).resolve().parent / "policies"
 FACTS_FILE = "warmstart.json"  # beside every saved warm start, shipped or cached
 
 
+def policy_name(env: str, observation: str = "text") -> str:
+    """The name a shipped policy of ``env`` goes by: the environment's, with ``-image``
+    for its image observations."""
+    return env if observation == "text" else f"{env}-{observation}"
+
+
+def policy_of(config) -> str:
+    """The shipped policy name a run config's warm start would be."""
+    return policy_name(config.env.name, config.env.options.get("observation", "text"))
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """(environment, observation) of a shipped policy's name."""
+    env, _, observation = name.partition("-")
+    return env, observation or "text"
+
+
 def names() -> list[str]:
-    """The environments a policy ships for."""
+    """The shipped policies (environment names, ``ENV-image`` for image observations)."""
     return sorted(p.name for p in POLICIES.glob("*") if (p / FACTS_FILE).is_file())
 
 

@@ -102,17 +102,18 @@ def warm_start(config: RunConfig, options: LocalOptions, env_cls, cache_dir: Pat
     ``facts["warmstart_source"]`` says which (``cache``, ``shipped``, ``built``)."""
     key = cache_key(config, options, env_cls)
     target = cache_dir / "warmstart" / f"{env_cls.name}-{key}"
-    for source, directory in (("cache", target), ("shipped", shipped.find(env_cls.name, key))):
+    name = shipped.policy_of(config)
+    for source, directory in (("cache", target), ("shipped", shipped.find(name, key))):
         if directory is not None and (directory / FACTS_FILE).exists():
             return load(directory, source)
 
     if progress:
         avoid = ("to load the shipped one instead, leave the environment's options, the turn "
                  "protocol and model.options at their defaults"
-                 if shipped.record(env_cls.name) else
+                 if shipped.record(name) else
                  f"to have it ready before a run or sweep, build it once with `core warmstart "
                  f"{env_cls.name}`; model.options.warmstart_steps trains a shorter, weaker one")
-        tqdm.write(f"warm start: {shipped.why_not(env_cls.name, key)}; training one "
+        tqdm.write(f"warm start: {shipped.why_not(name, key)}; training one "
                    f"({options.warmstart_steps} steps), cached in {target} for later runs "
                    f"({avoid})", file=sys.stderr)
     model, tokenizer, facts = build(config, options, env_cls, progress=progress)
