@@ -415,3 +415,16 @@ def test_a_tiny_run_on_a_real_engine_matches_the_local_backend(tiny_config, tmp_
     for key, value in local.items():
         if not key[1].startswith(("time/", "backend/")):
             assert engine[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+
+
+def test_image_observations_are_refused_until_the_engine_is_given_the_pictures(fake_vllm, tiny_config):
+    """The engine would sample without the pictures the trainer scores with: refused at
+    validation, in one line naming what works instead."""
+    from mirage.core.errors import ConfigError
+    from mirage.core.run.validate import validate_config
+
+    data = engine_config(tiny_config)
+    data["env"] = {"name": "frozenlake", "options": {"observation": "image"}}
+    with pytest.raises(ConfigError, match=r"^backend 'vllm' does not yet pass the pictures .* use "
+                                          r"model.backend 'local'"):
+        validate_config(build_config(data), build_plugins())

@@ -56,6 +56,13 @@ class VLLMBackend(LocalBackend):
         return cls.Options(**config.model.options).tensor_parallel_size
 
     @classmethod
+    def images_problem(cls, config: RunConfig) -> str | None:
+        """Refused for now: the engine is not yet given the pictures (vLLM's
+        ``multi_modal_data``), so it would sample blind while the trainer scores with them."""
+        return ("backend 'vllm' does not yet pass the pictures of env.options.observation 'image' to "
+                "its engine; use model.backend 'local' (its policy reads them) or observation 'text'")
+
+    @classmethod
     def config_problem(cls, config: RunConfig) -> str | None:
         options = cls.Options(**config.model.options)
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
