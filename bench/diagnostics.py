@@ -11,7 +11,11 @@ score, filter, update; no diagnostics). The share of an iteration is the amortis
 mi / diagnostics.every + grad / diagnostics.options.grad.every + reward, over the iteration
 plus it. Medians of ``--repeats`` timings after a warm-up call. Numbers, not pass/fail.
 
-    .venv/bin/python bench/diagnostics.py [--tiny] [--env frozenlake] [--repeats 3] [--prompts 16 --group 16]
+    .venv/bin/python bench/diagnostics.py [--tiny] [--env frozenlake] [--observation image] [--repeats 3] [--prompts 16 --group 16]
+
+``--observation image``: the environment's pictures and the vision-language policy (each
+prompt's picture and prefix encoded once per column, its cache copied per chunk of
+responses: the "shared" and "copied" columns are the same path there).
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="the test suite's tiny model")
     parser.add_argument("--env", default=None, help="environment [default: RunConfig's]")
+    parser.add_argument("--observation", choices=("text", "image"), default="text",
+                        help="env.options.observation (Sokoban, FrozenLake)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=3, help="plain iterations timed")
     parser.add_argument("--prompts", type=int, default=None, help="P [default: RunConfig's]")
@@ -56,6 +62,8 @@ def main() -> None:
     data: dict = {"seed": 0}
     if args.env:
         data["env"] = {"name": args.env}
+    if args.observation == "image":
+        data.setdefault("env", {})["options"] = {"observation": "image"}
     rollout = {k: v for k, v in (("prompts", args.prompts), ("group_size", args.group)) if v}
     if rollout:
         data["rollout"] = rollout
@@ -80,7 +88,7 @@ def main() -> None:
                                           config.seed)}
     scoring = {}
     for scope, turns in scopes.items():
-        columns, _ = assign_columns([t.context_ids for t in turns])
+        columns, _ = assign_columns([t.prompt for t in turns])
         reasonings = [z for z in (session.backend.encode(t.reasoning) for t in turns) if z]
         backend = session.backend
         reuse_s, reused = timed(lambda: backend.cross_score(columns, reasonings), args.repeats)
@@ -112,7 +120,7 @@ def main() -> None:
     if "grad" in session.diagnostics:
         cadence["grad"] = session.diagnostics["grad"].options.every
     amortised = sum(costs[n] / cadence[n] for n in costs if n in cadence)
-    print(f"\ndiagnostics cost on {config.env.name}: P x G = {config.rollout.prompts} x "
+    print(f"\ndiagnostics cost on {config.env.name} ({args.observation}): P x G = {config.rollout.prompts} x "
           f"{config.rollout.group_size}, {'tiny' if args.tiny else 'default'} model, "
           f"{chosen.count} threads ({chosen.reason}), medians of {args.repeats}\n")
     print("cross-scoring, seconds: shared prompt cache (the default), the copied cache (the old path, and the "
