@@ -38,7 +38,7 @@ def default_key(name: str) -> str:
 
 
 def test_the_main_job_and_the_studies_environments_ship_a_policy():
-    assert {"sokoban", "frozenlake"} <= set(shipped.names())
+    assert {"sokoban", "frozenlake", "frozenlake-image"} <= set(shipped.names())
 
 
 @pytest.mark.parametrize("env", shipped.names())
@@ -85,18 +85,24 @@ def test_a_changed_demonstration_phrasing_makes_the_shipped_policy_stale(monkeyp
     assert default_key("frozenlake") != shipped.record("frozenlake")["warmstart_key"]
 
 
-def test_a_run_at_the_defaults_loads_the_shipped_policy(tmp_path, monkeypatch):
-    """With an empty cache, the default Sokoban warm start comes from the package: the
-    weights the run starts from are the shipped ones, and nothing is trained or cached."""
+@pytest.mark.parametrize("name", ["sokoban", "frozenlake-image"])
+def test_a_run_at_the_defaults_loads_the_shipped_policy(tmp_path, monkeypatch, name):
+    """With an empty cache, the default warm start (Sokoban's; visual FrozenLake's, a
+    vision-language model) comes from the package: the weights the run starts from are
+    the shipped ones, and nothing is trained or cached."""
     cache = tmp_path / "empty-cache"
     monkeypatch.setenv("MIRAGE_CACHE", str(cache))
-    config = build_config({"env": {"name": "sokoban"}})
-    env_cls = build_plugins().registries.envs.get("sokoban")
+    env, observation = shipped.split_name(name)
+    config = build_config({"env": {"name": env, "options": {} if observation == "text" else {"observation": observation}}})
+    env_cls = build_plugins().registries.envs.get(env)
     model, _, facts = warm_start(config, LocalOptions(**config.model.options), env_cls, cache,
                                  progress=False)
     assert facts["warmstart_source"] == "shipped" and facts["warmstart_cached"] is True
-    saved = load_file(shipped.POLICIES / "sokoban" / "model.safetensors")
-    state = model.state_dict()
+    assert type(model).__name__ == ("Qwen2ForCausalLM" if observation == "text" else "LlavaForConditionalGeneration")
+    saved = load_file(shipped.POLICIES / name / "model.safetensors")
+    model.save_pretrained(tmp_path / "as-loaded")  # saved names (LLaVA's differ from its state_dict's)
+    state = load_file(tmp_path / "as-loaded" / "model.safetensors")
+    assert saved.keys() == state.keys()
     assert all(torch.equal(state[name], value) for name, value in saved.items())
     assert not (cache / "warmstart").exists()
 
@@ -116,7 +122,7 @@ def test_without_a_shipped_policy_a_build_says_how_to_have_it_ready(tiny_config,
     env_cls = build_plugins().registries.envs.get("countdown")
     warm_start(config, LocalOptions(**config.model.options), env_cls, tmp_path, progress=True)
     said = capsys.readouterr().err
-    assert "no policy ships for 'countdown' (shipped: frozenlake, sokoban)" in said
+    assert f"no policy ships for 'countdown' (shipped: {', '.join(shipped.names())})" in said
     assert "build it once with `core warmstart countdown`" in said
 
 
