@@ -6,6 +6,7 @@ import random
 import re
 
 import pytest
+from fitting import fit
 import torch
 
 from mirage.core.plugin_api.manager import build_plugins
@@ -75,14 +76,8 @@ def test_shuffled_prompts_bring_retrieval_to_chance(tiny_config):
               for t in turns]
     assert all(places) and len({p.group(0) for p in places}) == 4
     targets = [session.backend.encode(format_response(p.group(0), ["Up"])) for p in places]
-    for _ in range(600):  # a supervised fit of the four (X, Z) pairs, until nearly exact
-        out = session.backend.forward(contexts, targets)
-        loss = -(out.logprobs * out.mask).sum() / out.mask.sum()
-        loss.backward()
-        session.backend.optimizer_step(1.0)
-        if loss.item() < 0.005:
-            break
-    assert loss.item() < 0.005
+    # a supervised fit of the four (X, Z) pairs, until nearly exact
+    assert fit(session.backend, contexts, targets, steps=600, below=0.005) < 0.005
     batch = rolled_out(session, seeds, 4, temperature=0.5)
     mi = session.diagnostics["mi"]
     own = mi.measure(session, batch)

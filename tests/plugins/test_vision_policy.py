@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from fitting import fit
 
 from mirage.core.plugin_api.manager import build_plugins
 from mirage.core.rl.episode import format_response
@@ -51,14 +52,7 @@ def fitted(session, reasoning) -> dict[str, float]:
     assert len(set(words)) == PROMPTS and len({tuple(t.context_ids) for t in turns}) == 1  # same text
     prompts = [t.prompt for t in turns]
     targets = [session.backend.encode(format_response(reasoning(w, words), ["Up"])) for w in words]
-    for _ in range(2000):
-        out = session.backend.forward(prompts, targets)
-        loss = -(out.logprobs * out.mask).sum() / out.mask.sum()
-        loss.backward()
-        session.backend.optimizer_step(1.0)
-        if loss.item() < 0.0005:
-            break
-    assert loss.item() < 0.0005
+    assert fit(session.backend, prompts, targets, steps=2000, below=0.0005) < 0.0005
     metrics, _, _ = measure_step(session, 0)
     return metrics
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fitting import fit
 
 from mirage.core.plugin_api.manager import build_plugins
 from mirage.core.rl.episode import format_response
@@ -66,14 +67,7 @@ def fitted(base: Path, target: Path, reasoning) -> Path:
     targets = [session.backend.encode(format_response(reasoning(s, states), ["Up"])) for s in states]
     # fitted until sampling nearly always writes the target (at 0.003 one sample in eight
     # strayed on an AVX-512 machine, leaving the restated map's retrieval at 0.875)
-    for _ in range(2000):
-        out = session.backend.forward(contexts, targets)
-        loss = -(out.logprobs * out.mask).sum() / out.mask.sum()
-        loss.backward()
-        session.backend.optimizer_step(1.0)
-        if loss.item() < 0.0005:
-            break
-    assert loss.item() < 0.0005
+    assert fit(session.backend, contexts, targets, steps=2000, below=0.0005) < 0.0005
     session.backend.model.save_pretrained(target)
     session.backend.tokenizer.save_pretrained(target)
     return target
