@@ -113,3 +113,26 @@ def test_reasoning_that_ignores_the_picture_is_at_chance_and_reasoning_that_read
     assert fixed[f"{first}format_valid"] == 1.0
     assert restating[f"{first}retrieval_acc"] >= 0.9
     assert restating[f"{first}mi_est"] > fixed[f"{first}mi_est"]
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
+def test_image_runs_train_checkpoint_and_resume(algorithm, cache, tmp_path, monkeypatch):
+    """A run in image mode updates the vision-language policy (PPO with its critic too),
+    checkpoints it and resumes from the checkpoint."""
+    from mirage.core.run.loop import execute
+    from mirage.core.run.validate import build_config
+    from mirage.core.store.run_store import RunStore
+
+    monkeypatch.setenv("MIRAGE_CACHE", str(cache))
+    data = {**DATA, "steps": 2, "algorithm": {"name": algorithm, "lr": 1e-3}, "filter": {"name": "none"},
+            "validation": {"episodes": 2, "every": 2}}
+    db = tmp_path / "runs.duckdb"
+    run_id = execute(build_config(data), db, progress=False)
+    execute(None, db, progress=False, resume=run_id, extend_to=3)
+    store = RunStore(db)
+    (run,) = store.list_runs()
+    assert run["status"] == "finished"
+    norms = store.metrics(run_id, "update/grad_norm")
+    assert [step for step, _, _ in norms] == [1, 2, 3] and all(value > 0 for _, _, value in norms)
+    if algorithm == "ppo":
+        assert all(value > 0 for _, _, value in store.metrics(run_id, "update/critic_grad_norm"))
