@@ -183,3 +183,21 @@ def test_a_stored_probe_is_never_a_sweep_cells_result(tmp_path):
         store.create_run(run_id, config, [], None, tags=tags)
         store.set_status(run_id, "finished")
     assert completed_runs(store) == {store.get_run("trained")["config_hash"]: "trained"}
+
+
+def test_a_vision_language_checkpoint_is_probed_on_pictures(cli):
+    """``core probe --model DIR`` on an image-text-to-text checkpoint (the shipped visual
+    FrozenLake policy, with the prompts it was trained on): it reads each picture, so its
+    reasoning is retrieved far above chance."""
+    from mirage.plugins.backend_local import shipped
+
+    code, out, err = cli("probe", "--env", "frozenlake", "--env-opt", "observation=image",
+                         "--model", shipped.POLICIES / "frozenlake-image", "--prompts", "4", "--group-size", "4",
+                         "--set", "threads=1", "--set", "env.show_instruction=false",
+                         "--set", "env.chat_template=false", "--json", "--quiet")
+    assert code == 0, err
+    (probe,) = json.loads(out)["probes"]
+    first = "mi/first_turn/"
+    assert probe["metrics"][f"{first}retrieval_chance"]["mean"] == 0.25
+    assert probe["metrics"][f"{first}retrieval_acc"]["mean"] >= 0.75
+    assert probe["metrics"][f"{first}format_valid"]["mean"] >= 0.9
