@@ -136,3 +136,16 @@ def test_image_runs_train_checkpoint_and_resume(algorithm, cache, tmp_path, monk
     assert [step for step, _, _ in norms] == [1, 2, 3] and all(value > 0 for _, _, value in norms)
     if algorithm == "ppo":
         assert all(value > 0 for _, _, value in store.metrics(run_id, "update/critic_grad_norm"))
+
+
+def test_preflight_measures_reward_variance_on_pictures(cli, tmp_path):
+    """``core preflight`` in image mode rolls out the shipped visual policy (nothing to
+    train: an empty cache) and gives its verdict."""
+    import os
+
+    code, out, err = cli("preflight", "--env", "frozenlake", "--env-opt", "observation=image",
+                         "--prompts", "4", "--group-size", "4",
+                         env={**os.environ, "MIRAGE_CACHE": str(tmp_path / "empty-cache")})
+    assert code == 0, err
+    assert "zero-variance prompts:" in out and "verdict:" in out
+    assert not (tmp_path / "empty-cache" / "warmstart").exists()
