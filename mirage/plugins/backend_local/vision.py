@@ -7,12 +7,12 @@ model the text policy uses; transformers and vLLM both serve the architecture
 processor constructed in code (no resizing or cropping: the picture's pixels as they are,
 normalised) and the word-level tokenizer with ``IMAGE_MARK`` as its image token.
 
-Why LLaVA and not Qwen2-VL: a Qwen2-VL vision tower and its text model place patches by
-rotary positions only, which enter attention scores but not the values a later layer
-reads, so a small model has no direct way to say *where* a tile is; trained on the same
-demonstrations a tiny Qwen2-VL wrote the right grammar and ignored the picture
-(issue #42's note). CLIP's absolute position embeddings put each patch's place in its
-features.
+Why LLaVA rather than Qwen2-VL: CLIP's learned absolute position embeddings put each
+patch's place in its features, where Qwen2-VL places patches by rotary positions only
+(they shape attention scores, not the values a later layer reads). Neither tiny model
+learned to read the picture from the text policy's kind of reasoning; what taught the
+LLaVA one to read was demonstrations whose reasoning reads the picture out tile by tile
+(docs/warm-start.md, "The visual policies").
 """
 
 from __future__ import annotations
