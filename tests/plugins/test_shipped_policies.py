@@ -85,6 +85,18 @@ def test_a_changed_demonstration_phrasing_makes_the_shipped_policy_stale(monkeyp
     assert default_key("frozenlake") != shipped.record("frozenlake")["warmstart_key"]
 
 
+def test_a_redrawn_picture_makes_the_shipped_image_policy_stale(monkeypatch):
+    """The image policy's key sees the pictures it learned from: one recoloured tile (the
+    words of the demonstrations unchanged) gives another cache key."""
+    from mirage.envs import frozenlake
+
+    assert default_key("frozenlake-image") == shipped.record("frozenlake-image")["warmstart_key"]
+    tiles = dict(frozenlake.FROZENLAKE_TILES)
+    tiles["_"] = 255 - tiles["_"]
+    monkeypatch.setattr(frozenlake, "FROZENLAKE_TILES", tiles)
+    assert default_key("frozenlake-image") != shipped.record("frozenlake-image")["warmstart_key"]
+
+
 @pytest.mark.parametrize("name", ["sokoban", "frozenlake-image"])
 def test_a_run_at_the_defaults_loads_the_shipped_policy(tmp_path, monkeypatch, name):
     """With an empty cache, the default warm start (Sokoban's; visual FrozenLake's, a

@@ -65,7 +65,8 @@ def warmstart_seed(config: RunConfig, options: LocalOptions) -> int:
 
 def fingerprint(config: RunConfig, options: LocalOptions, env_cls) -> str:
     """A digest of what today's code builds a warm start from: the first demonstrated
-    episodes, the vocabulary of a tokenizer trained on them and the model's config."""
+    episodes (with their pictures in image mode), the vocabulary of a tokenizer trained on
+    them and the model's config."""
     episodes = min(FINGERPRINT_EPISODES, options.warmstart_episodes)
     env_options = env_cls.Options(**demo_options(config, options, env_cls))
     demos = collect_demonstrations(env_cls, env_options, config.env, episodes,
@@ -75,6 +76,9 @@ def fingerprint(config: RunConfig, options: LocalOptions, env_cls) -> str:
     shape.pop("transformers_version", None)
     parts = {"pairs": demos.pairs, "success": demos.success_rate,
              "vocab": sorted(tokenizer.get_vocab().items()), "model": shape}
+    if any(demos.images):  # image mode: the pictures too (a changed sprite is another warm start)
+        parts["pictures"] = hashlib.sha256(b"".join(image.png for images in demos.images
+                                                    for image in images)).hexdigest()
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
