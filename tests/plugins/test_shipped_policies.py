@@ -38,7 +38,7 @@ def default_key(name: str) -> str:
 
 
 def test_the_main_job_and_the_studies_environments_ship_a_policy():
-    assert {"sokoban", "frozenlake", "frozenlake-image"} <= set(shipped.names())
+    assert {"sokoban", "frozenlake", "sokoban-image", "frozenlake-image"} <= set(shipped.names())
 
 
 @pytest.mark.parametrize("env", shipped.names())
