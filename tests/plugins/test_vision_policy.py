@@ -115,6 +115,7 @@ def test_reasoning_that_ignores_the_picture_is_at_chance_and_reasoning_that_read
     assert restating[f"{first}mi_est"] > fixed[f"{first}mi_est"]
 
 
+@pytest.mark.slow  # two runs and their resumes (about 30 s); the fast tier keeps the stages above
 @pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
 def test_image_runs_train_checkpoint_and_resume(algorithm, cache, tmp_path, monkeypatch):
     """A run in image mode updates the vision-language policy (PPO with its critic too),
@@ -138,6 +139,7 @@ def test_image_runs_train_checkpoint_and_resume(algorithm, cache, tmp_path, monk
         assert all(value > 0 for _, _, value in store.metrics(run_id, "update/critic_grad_norm"))
 
 
+@pytest.mark.slow  # the command end to end (about 20 s)
 def test_preflight_measures_reward_variance_on_pictures(cli, tmp_path):
     """``core preflight`` in image mode rolls out the shipped visual policy (nothing to
     train: an empty cache) and gives its verdict."""

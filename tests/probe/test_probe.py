@@ -185,6 +185,7 @@ def test_a_stored_probe_is_never_a_sweep_cells_result(tmp_path):
     assert completed_runs(store) == {store.get_run("trained")["config_hash"]: "trained"}
 
 
+@pytest.mark.slow  # a probe of the shipped 1 M-parameter policy (about 17 s)
 def test_a_vision_language_checkpoint_is_probed_on_pictures(cli):
     """``core probe --model DIR`` on an image-text-to-text checkpoint (the shipped visual
     FrozenLake policy, with the prompts it was trained on): it reads each picture, so its
