@@ -28,7 +28,9 @@ def test_sleeps():
 '''
 
 
-@pytest.mark.parametrize("mark,workers", [("", "0"), ("@pytest.mark.slow", "0"), ("", "2")])
+# under two workers: slow (a nested xdist run, about 8 s); the guard itself is in the fast tier
+@pytest.mark.parametrize("mark,workers", [("", "0"), ("@pytest.mark.slow", "0"),
+                                          pytest.param("", "2", marks=pytest.mark.slow)])
 def test_an_unmarked_test_over_the_limit_fails_the_run(tmp_path: Path, mark: str, workers: str):
     (tmp_path / "test_sleeper.py").write_text(SLEEPER.format(mark=mark))
     (tmp_path / "conftest.py").write_text('pytest_plugins = ("slow_guard",)\n')

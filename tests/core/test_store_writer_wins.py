@@ -10,6 +10,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from mirage.core.store.file import writer_marker
 from mirage.core.store.run_store import GroupRow, RunStore
 
@@ -38,6 +40,7 @@ READER = """
 """
 
 
+@pytest.mark.slow  # five processes for several seconds; the store's other tests stay in the fast tier
 def test_a_writer_finishes_while_four_readers_hammer_the_store(tmp_path: Path) -> None:
     path, stop = tmp_path / "runs.duckdb", tmp_path / "stop"
     # The old budget (10 s) with which the issue's run died "stayed locked for 10s".

@@ -101,6 +101,7 @@ def test_cross_scoring_reuses_each_pictures_prefix_and_equals_scoring_each_pair(
     assert reused.logprobs.std(dim=1).min() > 0
 
 
+@pytest.mark.slow  # fits two policies (about 10 s); the fast tier keeps the picture-told-apart tests
 def test_reasoning_that_ignores_the_picture_is_at_chance_and_reasoning_that_reads_it_is_retrieved(cache):
     first = "mi/first_turn/"
     fixed = fitted(session_of(cache), lambda own, words: words[0])

@@ -151,6 +151,7 @@ def test_summaries_on_hand_checked_cases():
     assert markdown_table(pd.DataFrame({"H(Z|X)": ["Up || Up"]})) == "| H(Z\\|X) |\n|---|\n| Up \\|\\| Up |"
 
 
+@pytest.mark.slow  # a second full render (about 8 s); the fast tier renders the committed results once
 def test_findings_use_the_powered_rerun_once_the_results_hold_it(tmp_path, cli):
     """With runs of `reproduction_powered` in the results, every finding is measured on
     them alone and the page says so, but the provoked regime, which the powered study does
