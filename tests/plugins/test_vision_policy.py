@@ -152,3 +152,29 @@ def test_preflight_measures_reward_variance_on_pictures(cli, tmp_path):
     assert code == 0, err
     assert "zero-variance prompts:" in out and "verdict:" in out
     assert not (tmp_path / "empty-cache" / "warmstart").exists()
+
+
+@pytest.mark.slow  # fine-tunes a reference (about 10 s)
+def test_a_templated_reference_learns_from_the_pictures_with_the_policys_processor(cache, monkeypatch):
+    """``reference_env_options`` in image mode: the reference is fine-tuned on
+    demonstrations encoded with their pictures by the policy's own processor, and it
+    scores the batch's prompts with their pictures. (The reference's demonstrations are
+    the policy's own, ``demo_noise`` at its default: words the 20-episode policy knows.)"""
+    from mirage.plugins.backend_local import reference
+
+    used = []
+    original = reference._encoded
+    monkeypatch.setattr(reference, "_encoded", lambda tokenizer, pairs, images, processor=None:
+                        used.append(processor) or original(tokenizer, pairs, images, processor))
+    data = {**DATA, "algorithm": {"kl_coef": 0.5, "lr": 1e-2},
+            "model": {"options": {**DATA["model"]["options"], "reference_steps": 3,
+                                  "reference_env_options": {"demo_noise": 0.0}}}}
+    config = probe_config(data, None)
+    plugins = build_plugins()
+    session = open_session(config, plugins, validate_config(config, plugins))
+    facts = session.backend.prepare(session.env_cls, cache, progress=False)
+    assert facts["reference_source"] == "built" and used == [session.backend.processor]
+    _, _, batch = measure_step(session, 0)
+    turns = first_turns(batch)
+    scores = session.backend.reference_logprobs([t.prompt for t in turns], [t.response_ids for t in turns])
+    assert scores.shape[0] == len(turns) and torch.isfinite(scores).all()

@@ -76,17 +76,17 @@ class LocalBackend(Backend):
         else:
             self.model, self.tokenizer, facts = warm_start(self.config, self.options, env_cls, cache_dir,
                                                               progress=progress)
+        self.processor = (vision.processor_for(self.model, self.tokenizer, cfg.path)
+                          if vision.is_vision_model(self.model) else None)
         if self.options.reference_env_options:
             source = cfg.path or facts.get("warmstart_key", "")
             self._reference, made = reference.templated_reference(
                 self.model, self.tokenizer, self.config, self.options, env_cls, cache_dir, source,
-                progress=progress)
+                processor=self.processor, progress=progress)
             self._reference.to(self.device).eval()
             for p in self._reference.parameters():
                 p.requires_grad_(False)
             facts |= made
-        self.processor = (vision.processor_for(self.model, self.tokenizer, cfg.path)
-                          if vision.is_vision_model(self.model) else None)
         self.model.to(self.device)  # the warm start trained (and cached) it in float32 on the CPU
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=self.config.algorithm.lr, weight_decay=0.0

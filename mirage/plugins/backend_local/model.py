@@ -99,18 +99,23 @@ def load_pretrained(path: str):
     return model, tokenizer
 
 
+def _local_config(path: str) -> dict | None:
+    """The ``config.json`` of a local checkpoint at ``path``; None for a hub id."""
+    config = Path(path).expanduser() / "config.json"
+    return json.loads(config.read_text()) if config.is_file() else None
+
+
 def _has_vision(path: str) -> bool:
     """Whether the checkpoint at ``path`` is an image-text-to-text model (a vision tower in
     its config), which AutoModelForCausalLM does not load."""
-    config = Path(path).expanduser() / "config.json"
-    return config.is_file() and "vision_config" in json.loads(config.read_text())
+    return "vision_config" in (_local_config(path) or {})
 
 
 def reads_text_only(path: str) -> bool:
     """Whether ``path`` is a local checkpoint without a vision tower (a hub id is not
     looked up here: loading it says what it is)."""
-    config = Path(path).expanduser() / "config.json"
-    return config.is_file() and not _has_vision(path)
+    config = _local_config(path)
+    return config is not None and "vision_config" not in config
 
 
 def parameter_count(model: torch.nn.Module) -> int:

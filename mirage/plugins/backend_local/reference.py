@@ -22,7 +22,7 @@ from typing import Any
 from mirage.core.config.run_config import RunConfig
 from mirage.core.errors import ConfigError
 from mirage.core.rl.demos import collect_demonstrations
-from mirage.plugins.backend_local import vision, warmstart
+from mirage.plugins.backend_local import warmstart
 from mirage.plugins.backend_local.options import LocalOptions
 from mirage.plugins.backend_local.shipped import FACTS_FILE
 
@@ -47,9 +47,10 @@ def reference_key(config: RunConfig, options: LocalOptions, env_cls, source: str
 
 
 def templated_reference(model, tokenizer, config: RunConfig, options: LocalOptions, env_cls,
-                        cache_dir: Path, source: str, *, progress: bool = True):
+                        cache_dir: Path, source: str, *, processor=None, progress: bool = True):
     """Return (reference model, facts): the cached reference, else one fine-tuned now from
-    a copy of ``model`` and cached. ConfigError when its demonstrated responses hold words
+    a copy of ``model`` and cached (``processor``: a vision-language policy's, which
+    encodes the demonstrations' pictures). ConfigError when its demonstrated responses hold words
     the policy's tokenizer does not know."""
     key = reference_key(config, options, env_cls, source)
     target = cache_dir / "reference" / f"{env_cls.name}-{key}"
@@ -60,12 +61,10 @@ def templated_reference(model, tokenizer, config: RunConfig, options: LocalOptio
     seed = warmstart.warmstart_seed(config, options)
     env_options = env_cls.Options(**reference_options(config, options, env_cls))
     demos = collect_demonstrations(env_cls, env_options, config.env, options.warmstart_episodes, seed)
-    processor = vision.processor_for(model, tokenizer) if vision.is_vision_model(model) else None
     data = _encoded(tokenizer, demos.pairs, demos.images, processor)
     reference = copy.deepcopy(model).cpu()
     recipe = options.model_copy(update={"warmstart_steps": options.reference_steps})
-    pixels = None if processor is None else (lambda images: vision.image_inputs(processor, images, "cpu"))
-    loss = warmstart._supervised(reference, data, recipe, seed, progress, pixels)
+    loss = warmstart._supervised(reference, data, recipe, seed, progress, warmstart.picture_inputs(processor))
     facts = {"reference_key": key, "reference_final_loss": loss, "reference_pairs": len(data),
              "reference_env_options": options.reference_env_options}
     warmstart.save(target, reference, tokenizer, facts)
@@ -78,8 +77,7 @@ def _encoded(tokenizer, pairs: list[tuple[str, str]], images: list[tuple], proce
     unknown = tokenizer.unk_token_id
     data, missing = [], set()
     for (context, response), pictures in zip(pairs, images):
-        c = (vision.encode_with_images(processor, context, pictures) if pictures
-             else tokenizer.encode(context, add_special_tokens=False))
+        c = warmstart.encode_context(tokenizer, processor, context, pictures)
         r = tokenizer.encode(response, add_special_tokens=False)
         if unknown is not None and unknown in r:  # a prompt's unknown word is read as RL reads it
             vocabulary = tokenizer.get_vocab()

@@ -1,12 +1,14 @@
 """Warm-started policies shipped with the package, like a model hub's weights.
 
 ``policies/ENV/`` holds the default policy of environment ENV as a Hugging Face
-directory (``policies/ENV-image/`` its policy for image observations, a vision-language model) (config, safetensors weights, tokenizer) and ``warmstart.json``: the warm
+directory (config, safetensors weights, tokenizer) and ``warmstart.json``: the warm
 start's facts, its cache key (``warmstart_key``) and its ``provenance`` (the command and
 commit that built it, the settings, the measured quality). A run whose warm-start cache
 key equals a shipped policy's loads it instead of training; ``core warmstart ENV
 --rebuild`` rebuilds and re-records one, and a test fails when the code would no longer
 build a shipped policy under its key (tests/plugins/test_shipped_policies.py).
+``policies/ENV-image/`` holds ENV's policy for image observations, a vision-language
+model (:func:`policy_name`).
 """
 
 from __future__ import annotations

@@ -145,16 +145,12 @@ def build(config: RunConfig, options: LocalOptions, env_cls, *, progress: bool =
     eos = tokenizer.eos_token_id
     if vision.is_vision_config(model_config):  # image mode: the pictures flow beside the ids
         model = vision.build_tiny_vision_model(model_config)
-        processor = vision.build_processor(tokenizer, *demos.images[0][0].size)
-        pixels = lambda images: vision.image_inputs(processor, images, "cpu")  # noqa: E731
-        contexts = [vision.encode_with_images(processor, c, images) for (c, _), images in zip(demos.pairs, demos.images)]
+        processor = vision.processor_for(model, tokenizer)
     else:
-        model = model_lib.build_tiny_model_from(model_config)
-        pixels = None
-        contexts = [tokenizer.encode(c, add_special_tokens=False) for c, _ in demos.pairs]
-    data = [(context, tokenizer.encode(r, add_special_tokens=False) + [eos], images)
-            for context, (_, r), images in zip(contexts, demos.pairs, demos.images)]
-    final_loss = _supervised(model, data, options, seed, progress, pixels)
+        model, processor = model_lib.build_tiny_model_from(model_config), None
+    data = [(encode_context(tokenizer, processor, c, images), tokenizer.encode(r, add_special_tokens=False) + [eos],
+             images) for (c, r), images in zip(demos.pairs, demos.images)]
+    final_loss = _supervised(model, data, options, seed, progress, picture_inputs(processor))
     facts: dict[str, Any] = {
         "warmstart_pairs": len(data),
         "warmstart_demo_success": demos.success_rate,
@@ -163,6 +159,19 @@ def build(config: RunConfig, options: LocalOptions, env_cls, *, progress: bool =
         "warmstart_seconds": round(time.perf_counter() - started, 1),
     }
     return model, tokenizer, facts
+
+
+def encode_context(tokenizer, processor, context: str, images: tuple) -> list[int]:
+    """A demonstration's context as ids: through a vision-language policy's ``processor``
+    where it shows pictures, else the tokenizer."""
+    if images:
+        return vision.encode_with_images(processor, context, images)
+    return tokenizer.encode(context, add_special_tokens=False)
+
+
+def picture_inputs(processor):
+    """What :func:`_supervised` calls for a batch's picture inputs: None for text."""
+    return None if processor is None else (lambda images: vision.image_inputs(processor, images, "cpu"))
 
 
 def _tokenizer_and_config(demos, options: LocalOptions):
