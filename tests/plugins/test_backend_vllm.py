@@ -417,14 +417,64 @@ def test_a_tiny_run_on_a_real_engine_matches_the_local_backend(tiny_config, tmp_
             assert engine[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
 
 
-def test_image_observations_are_refused_until_the_engine_is_given_the_pictures(fake_vllm, tiny_config):
-    """The engine would sample without the pictures the trainer scores with: refused at
-    validation, in one line naming what works instead."""
-    from mirage.core.errors import ConfigError
-    from mirage.core.run.validate import validate_config
-
-    data = engine_config(tiny_config)
+@pytest.mark.slow  # a small visual warm start and two runs: about 30 s
+def test_image_runs_give_the_engine_the_pictures_and_match_the_local_backend(fake_vllm, tiny_config, tmp_path,
+                                                                               monkeypatch):
+    """In image mode the engine gets each request's picture as ``multi_modal_data`` (beside
+    ids that already hold its image tokens) from the processor saved with the policy, and
+    samples what the local backend samples: an engine sampling blind would part from it."""
+    monkeypatch.setenv("MIRAGE_CACHE", str(tmp_path / "cache"))
+    data = engine_config(tiny_config, steps=2, rollout={"temperature": 1e-6, "max_new_tokens": 40},
+                         validation={"temperature": 1e-6, "episodes": 2})
     data["env"] = {"name": "frozenlake", "options": {"observation": "image"}}
-    with pytest.raises(ConfigError, match=r"^backend 'vllm' does not yet pass the pictures .* use "
-                                          r"model.backend 'local'"):
-        validate_config(build_config(data), build_plugins())
+    data["model"]["options"] |= {"layers": 1, "vision_hidden": 16, "vision_layers": 1,
+                                 "warmstart_episodes": 20, "warmstart_steps": 5, "warmstart_batch": 8}
+    runs = {}
+    for backend in ("local", "vllm"):
+        data["model"]["backend"] = backend
+        db = tmp_path / f"{backend}.duckdb"
+        runs[backend] = (db, execute(build_config(data), db, progress=False))
+    local, engine = (metrics_by_step(*runs[name]) for name in ("local", "vllm"))
+    shared = {key for key in local if not key[1].startswith(("time/", "backend/"))}
+    assert all(engine[key] == pytest.approx(local[key], rel=1e-5, abs=1e-7) for key in shared)
+    # the engine's cached decoding against the trainer's whole-sequence pass: float noise
+    assert all(engine[(step, ABS_DIFF)] < 1e-3 and engine[(step, KL)] < 1e-6 for step in range(3))
+    pictures = [detail for kind, detail in fake_vllm.EVENTS if kind == "pictures"]
+    assert pictures and all(count == 1 for batch in pictures for count in batch)  # one per request
+    texts = [[(r["prompt"], r["reasoning"], r["action"]) for r in RunStore(db).rollouts(run_id)]
+             for db, run_id in runs.values()]
+    assert texts[0] == texts[1] and "<image>" in texts[0][0][0]
+
+
+def test_the_fake_engine_refuses_pictures_without_their_image_tokens(fake_vllm, tmp_path):
+    """What the test above relies on: the engine matches each picture to its image tokens
+    and refuses a request whose ids and pictures disagree (as vLLM does)."""
+    from mirage.core.rl.image import Image
+    from mirage.core.rl.prompt import Prompt
+    from mirage.plugins.backend_local import vision
+    from mirage.plugins.backend_local.options import LocalOptions
+    from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
+    from mirage.plugins.backend_vllm.backend import engine_prompt
+    from transformers import Qwen2Config
+
+    import numpy as np
+
+    tokenizer = build_word_tokenizer(["go left"])
+    token = vision.add_image_token(tokenizer)
+    options = LocalOptions(hidden=64, heads=2, layers=1, vision_hidden=16, vision_layers=1)
+    text = Qwen2Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=64, num_hidden_layers=1,
+                       num_attention_heads=2, num_key_value_heads=2)
+    model = vision.build_tiny_vision_model(vision.tiny_vision_config(options, text, token, 32, 32))
+    processor = vision.build_processor(tokenizer, 32, 32)
+    model.save_pretrained(tmp_path)
+    processor.save_pretrained(tmp_path)
+    engine = fake_vllm.LLM(str(tmp_path))
+    picture = Image.from_array(np.zeros((32, 32, 3), np.uint8))
+    ids = vision.encode_with_images(processor, "<image> go", (picture,))
+    params = fake_vllm.SamplingParams(max_tokens=2, temperature=0)
+    from vllm.inputs import TokensPrompt
+
+    assert engine.generate([engine_prompt(TokensPrompt, Prompt(ids, [picture]))], params)[0].outputs[0].token_ids
+    assert ("pictures", [1]) in fake_vllm.EVENTS
+    with pytest.raises(ValueError, match="holds 4 image tokens; its 0 pictures need 0"):
+        engine.generate([engine_prompt(TokensPrompt, Prompt(ids))], params)

@@ -23,6 +23,17 @@ from mirage.plugins.backend_vllm.sampling import cut_response, sampled_logprobs,
 SEED_BOUND = 2**31 - 1  # per-request seeds are drawn below this
 
 
+def engine_prompt(kind, context) -> dict:
+    """One request: the context's token ids and, for a prompt with pictures, the pictures
+    as vLLM's ``multi_modal_data``. The ids already hold each picture's image tokens (the
+    processor's expansion, what the trainer scores); vLLM finds them there rather than
+    expanding again (its multi-modal processor detects applied prompt updates)."""
+    prompt = kind(prompt_token_ids=list(context))
+    if pictures := getattr(context, "images", ()):
+        prompt["multi_modal_data"] = {"image": [picture.pil for picture in pictures]}
+    return prompt
+
+
 class VLLMOptions(LocalOptions):
     """The local backend's options (the policy it trains is the local one) and the engine's."""
 
@@ -56,13 +67,6 @@ class VLLMBackend(LocalBackend):
         return cls.Options(**config.model.options).tensor_parallel_size
 
     @classmethod
-    def images_problem(cls, config: RunConfig) -> str | None:
-        """Refused for now: the engine is not yet given the pictures (vLLM's
-        ``multi_modal_data``), so it would sample blind while the trainer scores with them."""
-        return ("backend 'vllm' does not yet pass the pictures of env.options.observation 'image' to "
-                "its engine; use model.backend 'local' (its policy reads them) or observation 'text'")
-
-    @classmethod
     def config_problem(cls, config: RunConfig) -> str | None:
         options = cls.Options(**config.model.options)
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -81,6 +85,8 @@ class VLLMBackend(LocalBackend):
         weakref.finalize(self, shutil.rmtree, self.engine_dir, True)
         self.model.save_pretrained(self.engine_dir)
         self.tokenizer.save_pretrained(self.engine_dir)
+        if self.processor is not None:  # the engine's own processor reads the pictures
+            self.processor.save_pretrained(self.engine_dir)
         # The engine core (vLLM's scheduler) in this process, at every tensor_parallel_size:
         # the variable picks only the LLM's client, in-process or a background engine-core
         # process (vllm/envs.py: "enable multiprocessing in LLM"). The model workers are the
@@ -154,7 +160,7 @@ class VLLMBackend(LocalBackend):
         params = [SamplingParams(**sampling_arguments(
             temperature=temperature, greedy=greedy, max_new_tokens=max_new_tokens, top_p=top_p,
             min_p=min_p, seed=seed, eos=eos)) for seed in seeds]
-        prompts = [TokensPrompt(prompt_token_ids=list(context)) for context in contexts]
+        prompts = [engine_prompt(TokensPrompt, context) for context in contexts]
         outputs = self.engine.generate(prompts, params, use_tqdm=False)
         responses = []
         for context, output in zip(contexts, outputs):

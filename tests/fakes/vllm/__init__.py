@@ -3,8 +3,11 @@
 It samples one request at a time with the model's key/value cache: greedy at temperature
 0, else from the tempered, top-p and min-p truncated distribution with a generator seeded
 by the request's seed. Log-probs are the raw model's (vLLM's default ``raw_logprobs``).
-Every engine start (with the keyword arguments ``LLM`` was given), generation and weight
-load (``LLM.collective_rpc("reload_weights")``) is appended to :data:`EVENTS`.
+A vision-language model (its config has a ``vision_config``) reads each request's
+pictures (``multi_modal_data``) with the processor saved in its directory, as vLLM does.
+Every engine start (with the keyword arguments ``LLM`` was given), generation, batch of
+pictures and weight load (``LLM.collective_rpc("reload_weights")``) is appended to
+:data:`EVENTS`.
 
 With ``tensor_parallel_size`` t > 1 there is still one model in this process (nothing is
 sharded), but the weight sync is what vLLM's multiprocess executor does with it: the
@@ -21,7 +24,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from transformers import AutoModelForCausalLM, LogitsProcessorList, MinPLogitsWarper, TopPLogitsWarper
+from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText, AutoProcessor,
+                          LogitsProcessorList, MinPLogitsWarper, TopPLogitsWarper)
 
 __version__ = "0.0.0+fake"
 
@@ -79,6 +83,16 @@ def load_weights(model: torch.nn.Module, weights) -> None:
     EVENTS.append(("load_weights", weights_fingerprint(model)))
 
 
+def load_model(directory: str, dtype: torch.dtype):
+    """The model of ``directory`` and, for a vision-language one (a ``vision_config``), the
+    processor saved beside it (vLLM loads both from the model directory)."""
+    config = AutoConfig.from_pretrained(directory)
+    if getattr(config, "vision_config", None) is None:
+        return AutoModelForCausalLM.from_pretrained(directory, dtype=dtype).eval(), None
+    return (AutoModelForImageTextToText.from_pretrained(directory, dtype=dtype).eval(),
+            AutoProcessor.from_pretrained(directory))
+
+
 # The engine arguments the fake understands, with vLLM's defaults; any other keyword is a
 # TypeError (vLLM's EngineArgs refuses unknown ones too).
 ENGINE_DEFAULTS: dict[str, Any] = {"dtype": "auto", "seed": None, "generation_config": "auto",
@@ -90,7 +104,7 @@ class LLM:
         if unknown := sorted(set(engine_args) - set(ENGINE_DEFAULTS)):
             raise TypeError(f"the fake engine takes no argument {', '.join(unknown)}")
         settings = ENGINE_DEFAULTS | engine_args
-        self.model = AutoModelForCausalLM.from_pretrained(model, dtype=DTYPES[settings["dtype"]]).eval()
+        self.model, self.processor = load_model(model, DTYPES[settings["dtype"]])
         self.seed = settings["seed"]
         self.workers = settings["tensor_parallel_size"]
         # what the caller passed, as given (defaults it left out are not recorded)
@@ -112,17 +126,36 @@ class LLM:
         if isinstance(sampling_params, SamplingParams):
             sampling_params = [sampling_params] * len(prompts)
         EVENTS.append(("generate", weights_fingerprint(self.model)))
-        return [self._one(prompt["prompt_token_ids"], params)
-                for prompt, params in zip(prompts, sampling_params)]
+        pictures = [self._pictures(prompt) for prompt in prompts]
+        if any(pictures):
+            EVENTS.append(("pictures", [len(p.get("pixel_values", ())) for p in pictures]))
+        return [self._one(prompt["prompt_token_ids"], params, inputs)
+                for prompt, params, inputs in zip(prompts, sampling_params, pictures)]
 
-    def _one(self, prompt: list[int], params: SamplingParams) -> RequestOutput:
+    def _pictures(self, prompt) -> dict[str, torch.Tensor]:
+        """The model inputs of a request's ``multi_modal_data`` (vLLM's: a list of PIL
+        images under ``"image"``); a request whose ids hold image tokens without pictures,
+        or pictures without their tokens, is refused as vLLM refuses it."""
+        images = (prompt.get("multi_modal_data") or {}).get("image", [])
+        if images and self.processor is None:
+            raise ValueError("the model reads text only: it takes no multi_modal_data")
+        if self.processor is None:
+            return {}
+        token = self.model.config.image_token_id
+        placed = sum(1 for t in prompt["prompt_token_ids"] if t == token)
+        features = self.model.config.image_seq_length * len(images)
+        if placed != features:
+            raise ValueError(f"the prompt holds {placed} image tokens; its {len(images)} pictures need {features}")
+        return dict(self.processor.image_processor(images, return_tensors="pt")) if images else {}
+
+    def _one(self, prompt: list[int], params: SamplingParams, pictures: dict[str, torch.Tensor]) -> RequestOutput:
         generator = torch.Generator().manual_seed(params.seed if params.seed is not None else self.seed or 0)
         warpers = LogitsProcessorList()
         if params.top_p < 1.0:
             warpers.append(TopPLogitsWarper(top_p=params.top_p))
         if params.min_p > 0:
             warpers.append(MinPLogitsWarper(min_p=params.min_p))
-        out = self.model(input_ids=torch.tensor([prompt]), use_cache=True)
+        out = self.model(input_ids=torch.tensor([prompt]), use_cache=True, **pictures)
         tokens: list[int] = []
         logprobs: list[dict[int, Logprob]] = []
         finish = "length"
