@@ -14,6 +14,7 @@ from datetime import timezone
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pytest
 
 from mirage.core.store.file import SCHEMA_VERSION, StoreBusyError
@@ -301,12 +302,39 @@ def test_rollouts_round_trip_replace_and_truncate(store: RunStore) -> None:
     assert store.rollouts("r", 2)[1] == {
         "step": 2, "prompt_index": 0, "sample_index": 0, "turn": 1,
         "prompt": "state 0 <think>", "reasoning": "z2", "action": "Up", "reward": -0.1,
+        "images": [],  # a text turn shows no picture
     }  # fmt: skip
     store.record_step("r", 2, {"loss": 2.0}, rollouts=_rollouts(20)[:1])  # a re-recorded step
     assert [r["reasoning"] for r in store.rollouts("r", 2)] == ["z20"]
     store.truncate_after("r", 1)  # a resume point
     assert {r["step"] for r in store.rollouts("r")} == {1}
     assert len(store.rollouts("r")) == 4
+
+
+def test_a_turns_pictures_round_trip_as_png_bytes(store: RunStore) -> None:
+    from mirage.core.rl.image import IMAGE_MARK, Image
+
+    pictures = [Image.from_array(np.full((16, 32, 3), shade, dtype=np.uint8)) for shade in (0, 200)]
+    store.create_run("r", {}, [], None)
+    rows = [RolloutRow(0, 0, 0, f"{IMAGE_MARK} <think>", "z", "Up", 0.0, (pictures[0].png,)),
+            RolloutRow(0, 0, 1, f"{IMAGE_MARK} {IMAGE_MARK} <think>", "z", "Up", 1.0,
+                       tuple(p.png for p in pictures)),
+            RolloutRow(1, 0, 0, "state <think>", "z", "Up", 0.0)]
+    store.record_step("r", 1, {}, rollouts=rows)
+    stored = store.rollouts("r")
+    assert [r["images"] for r in stored] == [[pictures[0].png], [p.png for p in pictures], []]
+    assert Image(stored[1]["images"][1]) == pictures[1]
+
+
+@pytest.mark.parametrize("images, error, message", [
+    (("not bytes",), TypeError, "PNG bytes \\(an Image's .png\\), not str"),
+    ((b"GIF89a",), ValueError, "6 bytes without the PNG signature"),
+])
+def test_a_picture_that_is_not_png_bytes_is_refused_and_nothing_is_written(store, images, error, message):
+    store.create_run("r", {}, [], None)
+    with pytest.raises(error, match=message):
+        store.record_step("r", 1, {"loss": 1.0}, rollouts=[RolloutRow(0, 0, 0, "x", "z", "Up", 0.0, images)])
+    assert store.rollouts("r") == [] and store.metrics("r") == []
 
 
 def test_schema_1_store_gains_the_rollouts_table(tmp_path: Path) -> None:

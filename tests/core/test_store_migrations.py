@@ -57,7 +57,7 @@ def schema_2_store(path, run_id="old", config: dict | None = None) -> None:
 
 def test_migrations_are_numbered_in_order_up_to_the_schema_version():
     versions = [m.version for m in MIGRATIONS]
-    assert versions == sorted(set(versions)) and versions[-1] == SCHEMA_VERSION == 6
+    assert versions == sorted(set(versions)) and versions[-1] == SCHEMA_VERSION == 7
     assert all(m.description for m in MIGRATIONS)
 
 
@@ -75,7 +75,7 @@ def test_a_schema_2_store_opens_gains_the_columns_and_records_the_migration(tmp_
         ledger = con.execute("SELECT version, description FROM schema_migrations ORDER BY version").fetchall()
     finally:
         con.close()
-    assert [v for v, _ in ledger] == [3, 4, 5, 6] and "heartbeat" in ledger[0][1]
+    assert [v for v, _ in ledger] == [3, 4, 5, 6, 7] and "heartbeat" in ledger[0][1]
     store.update_run("old", name="baseline", tags=["a"])  # the new columns take writes
     assert RunStore(db).get_run("old")["tags"] == ["a"]
     assert store.metrics("old") == [(1, "val/success", 0.5)]
@@ -188,3 +188,21 @@ def test_runs_imported_from_an_older_file_are_brought_to_todays_layout_and_hashe
     assert row["config"] == current_layout(FLAT)
     assert (row["config_hash"], row["original_hash"]) == (config_hash(current_layout(FLAT)),
                                                           original_hash(FLAT))
+
+
+def test_migration_7_gives_stored_turns_an_empty_list_of_pictures(tmp_path):
+    """Turns stored before image observations read back as they were written, with no
+    pictures; a turn written after it keeps its PNG bytes."""
+    from mirage.core.store.rollouts import RolloutRow
+
+    db = tmp_path / "old.duckdb"
+    schema_2_store(db)
+    with duckdb.connect(str(db)) as con:
+        con.execute("INSERT INTO rollouts VALUES ('old', 1, 0, 0, 0, 'X <think>', 'Z', 'Up', 0.5)")
+    store = RunStore(db)
+    assert store.rollouts("old") == [{"step": 1, "prompt_index": 0, "sample_index": 0, "turn": 0,
+                                      "prompt": "X <think>", "reasoning": "Z", "action": "Up",
+                                      "reward": 0.5, "images": []}]
+    png = b"\x89PNG\r\n\x1a\n" + b"rest"
+    store.record_step("old", 2, {}, rollouts=[RolloutRow(0, 0, 0, "<image> <think>", "Z", "Up", 1.0, (png,))])
+    assert [r["images"] for r in store.rollouts("old")] == [[], [png]]

@@ -145,11 +145,12 @@ def group_rows(batch: Batch) -> list[GroupRow]:
 
 def rollout_rows(batch: Batch, count: int) -> list[RolloutRow]:
     """Every turn of ``count`` trajectories, one per prompt in turn (sample 0 of each
-    prompt, then sample 1, ...), so the rollout browser shows different prompts side by side."""
+    prompt, then sample 1, ...), so the rollout browser shows different prompts side by side.
+    A turn in image mode keeps the pictures its prompt showed (PNG bytes)."""
     ordered = sorted(batch.trajectories, key=lambda t: (t.sample_index, t.prompt_index))
     return [
         RolloutRow(t.prompt_index, t.sample_index, index, turn.context, turn.reasoning,
-                   turn.answer, turn.reward)
+                   turn.answer, turn.reward, tuple(image.png for image in turn.images))
         for t in ordered[:count]
         for index, turn in enumerate(t.turns)
     ]

@@ -139,6 +139,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE runs ADD COLUMN IF NOT EXISTS config_hash TEXT",
         "ALTER TABLE runs ADD COLUMN IF NOT EXISTS original_hash TEXT",
     ), store_hashes),
+    # Image observations (issue 42): a turn keeps the pictures its prompt showed, as PNG
+    # bytes beside its text (mirage/core/store/rollouts.py says why in the file, not beside it).
+    Migration(7, "rollouts: images, the PNG pictures each stored turn's prompt showed (empty for text)", (
+        "ALTER TABLE rollouts ADD COLUMN IF NOT EXISTS images BLOB[] DEFAULT []",
+    )),
 )
 LATEST = MIGRATIONS[-1].version
 
