@@ -93,6 +93,26 @@ def test_two_ray_train_workers_store_the_metrics_of_one(run_ddp, one_process):
     assert_same_metrics(stored_metrics(two), one_process("--steps", "3"))
 
 
+# image mode (issue 42): a small visual policy, warm-started once in the run's cache
+IMAGE = ("--steps", "2", "--filter", "none", "--set", "env.options.observation=image",
+         "--set", "model.options.vision_hidden=16", "--set", "model.options.vision_layers=1",
+         "--set", "model.options.warmstart_episodes=20", "--set", "model.options.warmstart_steps=5",
+         "--set", "rollout.max_new_tokens=40")
+
+
+@pytest.mark.slow
+@SHARED
+def test_image_runs_on_two_processes_store_the_metrics_of_one(run_ddp, one_process):
+    """Each rank's share of the rows carries its pictures (a prompt's ids and pictures travel
+    together), and the MI cross-scoring gathers them: two processes store what one stores."""
+    two, (code, out, err) = run_ddp("image-two", *IMAGE, "--nproc", "2")
+    assert code == 0, err
+    one = one_process(*IMAGE)
+    assert_same_metrics(stored_metrics(two), one)
+    assert all(name.split(":")[1] != "update/grad_norm" or value > 0 for name, value in one.items())
+    assert any(name.endswith(":mi/first_turn/retrieval_acc") for name in one)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
