@@ -53,6 +53,7 @@ KNOWN = {
     4: Known("20261204-131358-23d277", "5cf0acf", 155, ("backend", "environment"), 60, sweep=True),
     5: Known("20261205-011838-e691d5", "2847123", 155, ("backend", "environment"), 60, sweep=True),
     6: Known("20261205-042756-26274f", "c55104d", 155, ("backend", "environment"), 60, sweep=True),
+    7: Known("20261206-113408-774e82", "43d3b83", 155, ("backend", "environment"), 60, sweep=True),
 }
 VERSIONS = sorted(KNOWN)
 
@@ -132,6 +133,7 @@ def test_the_public_reads_give_what_the_old_code_wrote(version, old_store):
     rollouts = store.rollouts(known.run_id)
     assert len(rollouts) == known.rollouts
     assert all(r["prompt"] for r in rollouts)
+    assert all(r["images"] == [] for r in rollouts)  # text turns: no pictures (schema 7 on)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
