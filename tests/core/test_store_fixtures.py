@@ -162,10 +162,12 @@ def test_export_and_import_copy_it_whole(version, old_store, tmp_path):
         assert copy.metrics(known.run_id) == store.metrics(known.run_id)
         assert copy.rollouts(known.run_id) == store.rollouts(known.run_id)
         assert [e["kind"] for e in copy.events(known.run_id)] == list(known.events)
-    runs_file, metrics_file = export_runs(store.path, [known.run_id], tmp_path / "out", "jsonl")
+    runs_file, metrics_file, rollouts_file = export_runs(store.path, [known.run_id], tmp_path / "out", "jsonl")
     (exported,) = [json.loads(line) for line in runs_file.read_text().splitlines()]
     assert exported["run_id"] == known.run_id and exported["config"]["steps"] == 2
     assert len(metrics_file.read_text().splitlines()) == known.metrics
+    turns = [json.loads(line) for line in rollouts_file.read_text().splitlines()]
+    assert len(turns) == known.rollouts and all(t["images"] == [] for t in turns)
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -15,6 +15,7 @@ import typer
 import yaml
 
 from mirage.core.analysis import signature
+from mirage.core.cli import rollout_view
 from mirage.core.cli.common import DB_HELP, check_readable_store, fail, store_path
 from mirage.core.config.nested import MISSING
 from mirage.core.config.overrides import parse_value, split_pair
@@ -89,19 +90,38 @@ def runs(
 
 
 def show(run: str = _RUN, as_json: bool = typer.Option(False, "--json", help="print it as JSON"),
+         rollouts: Optional[int] = typer.Option(None, "--rollouts", metavar="STEP", help="also print the rollout turns stored at this step: reward, pictures, reasoning and action"),
+         pictures: Optional[Path] = typer.Option(None, "--pictures", help="write the pictures of the stored turns (those of the --rollouts step, else all) into this folder as PNG files"),
          db: Optional[Path] = _DB) -> None:
-    """A run's labels, status, reproducibility record, plugins, config, last metrics and events."""
+    """A run's labels, status, reproducibility record, plugins, config, last metrics, events
+    and stored rollouts (a turn of an image run names its picture)."""
+    if rollouts is not None and rollouts < 0:
+        fail(f"--rollouts: step {rollouts} is negative; expected a step the run stored rollouts at")
+    if pictures is not None:
+        _check_output_folder(pictures, "--pictures")
     store = _store(db)
     (row,) = _resolve(store, [run])
     run_id = row["run_id"]
+    turns = store.rollouts(run_id)
+    shown = _stored_turns(run_id, turns, rollouts)
+    if pictures is not None and not any(t["images"] for t in shown):
+        at = "" if rollouts is None else f" at step {rollouts}"
+        fail(f"--pictures: run {run_id} stored no pictures{at} (its stored turns are text)"
+             if turns else f"--pictures: run {run_id} stored no rollouts")
     names = sorted({name for _, name, _ in store.metrics(run_id)})
     last = store.final_metrics(run_id, names)
     events = store.events(run_id)
     regimes = signature.run_checks(store, run_id)
+    written = [] if pictures is None else rollout_view.write_pictures(shown, pictures)
     if as_json:
-        typer.echo(json.dumps(_jsonable(row) | {"last_metrics": last, "events": events,
-                                                "regimes": [asdict(c) for c in regimes]},
-                              indent=1, default=str))
+        record = _jsonable(row) | {"last_metrics": last, "events": events,
+                                   "regimes": [asdict(c) for c in regimes],
+                                   "rollouts": rollout_view.summary(turns)}
+        if rollouts is not None:
+            record["rollout_turns"] = rollout_view.jsonable(shown)
+        typer.echo(json.dumps(record, indent=1, default=str))
+        for path in written:  # stdout stays one JSON document
+            typer.echo(f"wrote {path}", err=True)
         return
     status = effective_status(row)
     lines = [f"run      {run_id}", f"name     {row.get('name') or '-'}",
@@ -125,7 +145,30 @@ def show(run: str = _RUN, as_json: bool = typer.Option(False, "--json", help="pr
         lines.append(f"         ({signature.rule()})")
     lines.append("events:")
     lines += [f"  step {e['step']} {e['kind']}: {e['message']}" for e in events]
+    lines.append(rollout_view.summary_line(turns))
+    if rollouts is not None:
+        lines += rollout_view.turn_lines(rollouts, shown)
+    lines += [f"wrote {path}" for path in written]
     typer.echo("\n".join(lines))
+
+
+def _check_output_folder(folder: Path, flag: str) -> None:
+    """Refuse a folder to write that is empty or is a file."""
+    if not str(folder) or str(folder) == ".":
+        fail(f"{flag}: empty path; expected a folder to write into")
+    if folder.exists() and not folder.is_dir():
+        fail(f"{flag} {folder} is a file, not a folder")
+
+
+def _stored_turns(run_id: str, turns: list[dict[str, Any]], step: Optional[int]) -> list[dict[str, Any]]:
+    """The turns stored at ``step`` (all of them for None); refuses a step without any."""
+    if step is None:
+        return turns
+    steps = rollout_view.stored_steps(turns)
+    if step not in steps:
+        fail(f"--rollouts: run {run_id} stored no rollouts at step {step}; "
+             + (f"it stored them at steps {', '.join(map(str, steps))}" if steps else "it stored none"))
+    return [t for t in turns if t["step"] == step]
 
 
 def tag(run: str = _RUN, tags: list[str] = typer.Argument(..., help="tags to add"),
@@ -208,9 +251,10 @@ def delete(run: list[str] = typer.Argument(..., help="runs to delete"),
 
 def export(run: list[str] = typer.Argument(..., help="runs to export"),
            fmt: str = typer.Option("parquet", "--format", help=f"file format: {', '.join(FORMATS)}"),
-           out: Path = typer.Option(Path("export"), help="folder for runs.EXT and metrics.EXT"),
+           out: Path = typer.Option(Path("export"), help="folder for runs.EXT, metrics.EXT and rollouts.EXT"),
            db: Optional[Path] = _DB) -> None:
-    """Write runs' rows and their metrics (long format: run_id, step, name, value) to files."""
+    """Write runs' rows, their metrics (long format: run_id, step, name, value) and their
+    stored rollout turns (pictures included) to files."""
     if fmt not in FORMATS:
         fail(f"unknown format {fmt!r}; valid: {', '.join(FORMATS)}")
     if not str(out) or str(out) == ".":
