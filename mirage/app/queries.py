@@ -339,12 +339,17 @@ def rollout_steps(reader: StoreReader, run_id: str) -> list[int]:
 
 def rollouts(reader: StoreReader, run_id: str, step: int) -> pd.DataFrame:
     """The sampled turns of one step: prompt_index, sample_index, turn, prompt,
-    reasoning, action, reward."""
-    return reader.query(
-        "SELECT prompt_index, sample_index, turn, prompt, reasoning, action, reward"
+    reasoning, action, reward and images (the PNG pictures the prompt showed, a list of
+    bytes; empty for text, and in a store from before schema 7, which the app reads as it
+    is)."""
+    images = "images" if "images" in reader.columns("rollouts") else "[]::BLOB[] AS images"
+    frame = reader.query(
+        f"SELECT prompt_index, sample_index, turn, prompt, reasoning, action, reward, {images}"
         " FROM rollouts WHERE run_id = ? AND step = ? ORDER BY sample_index, prompt_index, turn",
         [run_id, step],
     )
+    frame["images"] = [[bytes(png) for png in pictures] for pictures in frame["images"]]
+    return frame
 
 
 def configs(reader: StoreReader, run_ids: Sequence[str]) -> pd.DataFrame:

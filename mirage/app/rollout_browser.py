@@ -1,15 +1,23 @@
 """Read the policy's own words: for a chosen run and two steps, the sampled prompts,
 reasonings and actions side by side, one step above the other. Reasonings that stay the same whatever the prompt
-are template collapse (PAPER.md section 2)."""
+are template collapse (PAPER.md section 2).
+
+A run in image mode also shows, under each step's table, the picture each turn's prompt
+showed beside the turn's reasoning and action: in image mode the prompt's words are the
+same for every room, and only the picture tells what the reasoning should have read."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from mirage.app import queries
 from mirage.app.picker import Selection
 
 COLUMNS = ["prompt_index", "sample_index", "turn", "reasoning", "action", "reward", "prompt"]
+# Turns drawn with their pictures per step (the table above lists every turn).
+PICTURED_TURNS = 12
+PICTURE_WIDTH = 128  # pixels: a 4 x 4 lake of 16-pixel tiles, drawn twice its size
 
 
 def rollout_browser(sel: Selection) -> None:
@@ -33,7 +41,25 @@ def rollout_browser(sel: Selection) -> None:
         trajectories = len(rows[["prompt_index", "sample_index"]].drop_duplicates())
         st.caption(f"step {step}: {trajectories} trajectories of "
                    f"{rows['prompt_index'].nunique()} prompts")
-        st.dataframe(rows[COLUMNS], hide_index=True, column_config={
-            "prompt": st.column_config.TextColumn(width="medium"),
-            "reasoning": st.column_config.TextColumn(width="large"),
-        })
+        pictured = rows[rows["images"].map(len) > 0]
+        columns = COLUMNS + (["pictures"] if not pictured.empty else [])
+        st.dataframe(rows.assign(pictures=rows["images"].map(len))[columns], hide_index=True,
+                     column_config={
+                         "prompt": st.column_config.TextColumn(width="medium"),
+                         "reasoning": st.column_config.TextColumn(width="large"),
+                     })
+        if not pictured.empty:
+            pictured_turns(step, pictured)
+
+
+def pictured_turns(step: int, rows: pd.DataFrame) -> None:
+    """Each turn's pictures beside its reasoning and action (the first PICTURED_TURNS)."""
+    shown = rows.head(PICTURED_TURNS)
+    st.caption(f"step {step}: what the prompt showed, beside the reasoning and the action"
+               + (f" (the first {len(shown)} of {len(rows)} turns)" if len(rows) > len(shown) else ""))
+    for row in shown.itertuples():
+        picture, words = st.columns([1, 5])
+        label = f"prompt {row.prompt_index}, sample {row.sample_index}, turn {row.turn}"
+        picture.image(row.images, width=PICTURE_WIDTH, output_format="PNG",
+                      caption=[label] + [""] * (len(row.images) - 1))
+        words.text(f"reasoning  {row.reasoning}\naction     {row.action}\nreward     {row.reward:g}")
