@@ -15,7 +15,8 @@ from mirage.core.config.run_config import RunConfig
 from mirage.core.rl.backend import Backend, CrossScores, PolicyOutput
 from mirage.core.rl.image import Image
 from mirage.core.rl.prompt import images_of
-from mirage.plugins.backend_local import chat_template, cross_scoring, decode, precision, reference, sharding, vision
+from mirage.plugins.backend_local import (chat_template, cross_scoring, decode, precision, reference, saved_processor,
+                                          sharding, vision)
 from mirage.plugins.backend_local import model as model_lib
 from mirage.plugins.backend_local.critic import ValueModel
 from mirage.plugins.backend_local.options import LocalOptions
@@ -51,13 +52,10 @@ class LocalBackend(Backend):
     @classmethod
     def images_problem(cls, config: RunConfig) -> str | None:
         """None without ``model.path`` (the tiny vision-language policy, warm-started on the
-        pictures) or for a checkpoint with a vision tower; a text-only checkpoint is refused."""
+        pictures) or for an image-text-to-text checkpoint; a text-only checkpoint, or one
+        with a vision tower that is not image-text-to-text, is refused."""
         path = config.model.path
-        if path and model_lib.reads_text_only(path):
-            return (f"--model {path!r} reads text only (its config.json has no vision_config): image "
-                    "observations need an image-text-to-text checkpoint (LLaVA or Qwen2-VL family), "
-                    "or env.options.observation 'text'")
-        return None
+        return model_lib.image_text_problem(path) if path else None
 
     @classmethod
     def config_problem(cls, config: RunConfig) -> str | None:
@@ -66,7 +64,9 @@ class LocalBackend(Backend):
         if config.model.options.get("reference_env_options") and config.algorithm.kl_coef == 0:
             return ("model.options.reference_env_options sets the KL reference, but algorithm.kl_coef "
                     "is 0, so no KL term would read it; set algorithm.kl_coef > 0 or drop the option")
-        return model_lib.model_source_error(config.model.path) if config.model.path else None
+        if not config.model.path:
+            return None
+        return model_lib.model_source_error(config.model.path) or saved_processor.problem(config.model.path)
 
     def prepare(self, env_cls, cache_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         cfg = self.config.model
@@ -114,12 +114,14 @@ class LocalBackend(Backend):
             return vision.encode_with_images(self.processor, text, tuple(images))
         return self.encode(text)
 
-    def seen(self, contexts) -> dict[str, torch.Tensor]:
-        """The model's picture inputs for ``contexts`` (``Prompt``s, in order): a
-        vision-language policy's ``pixel_values``; nothing for text."""
+    def seen(self, contexts, ids: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """The model's picture inputs for ``contexts`` (``Prompt``s, in order) whose batch
+        of input ``ids`` ``[B, T]`` the model reads: a vision-language policy's
+        ``pixel_values`` (and what its processor gives beside them, vision.image_inputs);
+        nothing for text."""
         if self.processor is None:
             return {}
-        return vision.image_inputs(self.processor, images_of(contexts), self.device)
+        return vision.image_inputs(self.processor, images_of(contexts), self.device, ids)
 
     def chat_template(self) -> bool:
         """Whether prompts go through the tokenizer's chat template: asked for
@@ -189,11 +191,11 @@ class LocalBackend(Backend):
         if min_p > 0 and not greedy:
             sampling["min_p"] = min_p
         if self.processor is not None:  # a response never places a picture
-            sampling["suppress_tokens"] = [vision.image_token_id(self.model)]
+            sampling["suppress_tokens"] = vision.placeholder_ids(self.model, self.processor)
         return self.model.generate(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
-            **self.seen(contexts),
+            **self.seen(contexts, ids),
             do_sample=not greedy,
             max_new_tokens=max_new_tokens,
             pad_token_id=pad,
@@ -226,7 +228,7 @@ class LocalBackend(Backend):
         ids, mask, positions, resp_mask = self._pack(contexts, responses)
         width = ids.size(1)
         with self.compute():
-            logits = model(input_ids=ids, attention_mask=mask, **self.seen(contexts)).logits.float()
+            logits = model(input_ids=ids, attention_mask=mask, **self.seen(contexts, ids)).logits.float()
         picked = logits.gather(1, positions[:, :, None].expand(-1, -1, logits.size(-1)))
         targets = ids.gather(1, (positions + 1).clamp(max=width - 1))
         m = resp_mask.float()
@@ -274,8 +276,10 @@ class LocalBackend(Backend):
         logprobs = torch.zeros(len(responses), len(contexts), dtype=torch.float64)
         entropy = torch.zeros_like(logprobs)
         for column, context in enumerate(contexts):
-            prefix = self.model(input_ids=torch.tensor([context], device=self.device), use_cache=True,
-                                **self.seen([context]))
+            # the model places the responses after the context's cache: Qwen2-VL's 3-D
+            # rotary positions go on from the offset its forward computed for the context
+            context_ids = torch.tensor([context], device=self.device)
+            prefix = self.model(input_ids=context_ids, use_cache=True, **self.seen([context], context_ids))
             last = prefix.logits[:, -1:].float()
             for start in range(0, len(responses), SCORE_CHUNK):
                 chunk = ids[start : start + SCORE_CHUNK]
@@ -368,7 +372,7 @@ class LocalBackend(Backend):
         self.critic.train()
         ids, mask, positions, resp_mask = self._pack(contexts, responses)
         # V(s_t) is read where token t is predicted: after the context and response[:t].
-        return self.critic(ids, mask, **self.seen(contexts)).gather(1, positions) * resp_mask.float()
+        return self.critic(ids, mask, **self.seen(contexts, ids)).gather(1, positions) * resp_mask.float()
 
     def critic_step(self, max_grad_norm: float) -> float:
         norm = torch.nn.utils.clip_grad_norm_(self.critic.parameters(), max_grad_norm)

@@ -17,6 +17,7 @@ from transformers import (
     Qwen2Config,
     Qwen2ForCausalLM,
 )
+from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
 
 from mirage.core.config.paths import checkpoint_problem
 from mirage.core.errors import ConfigError
@@ -81,12 +82,7 @@ def load_pretrained(path: str):
     """Model and tokenizer from a checkpoint directory or hub id; ConfigError (one line)
     when neither the hub nor its cache has it."""
     try:
-        if _saved_as_plain_tokenizers(path):
-            # AutoTokenizer swaps in the model family's own tokenizer class for some model
-            # types (Qwen2 among them), which would re-tokenize a locally built vocabulary.
-            tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
-        else:
-            tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = load_tokenizer(path)
         with _BUILDING:
             loader = AutoModelForImageTextToText if _has_vision(path) else AutoModelForCausalLM
             model = loader.from_pretrained(path, dtype=torch.float32)
@@ -97,6 +93,15 @@ def load_pretrained(path: str):
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+def load_tokenizer(path: str):
+    """The tokenizer saved at ``path`` (OSError where there is none)."""
+    if _saved_as_plain_tokenizers(path):
+        # AutoTokenizer swaps in the model family's own tokenizer class for some model
+        # types (Qwen2 among them), which would re-tokenize a locally built vocabulary.
+        return PreTrainedTokenizerFast.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(path)
 
 
 def _local_config(path: str) -> dict | None:
@@ -116,6 +121,24 @@ def reads_text_only(path: str) -> bool:
     looked up here: loading it says what it is)."""
     config = _local_config(path)
     return config is not None and "vision_config" not in config
+
+
+def image_text_problem(path: str) -> str | None:
+    """Why the local checkpoint at ``path`` cannot read image observations (no vision
+    tower, or a model with one that is not image-text-to-text, such as CLIP), or None."""
+    config = _local_config(path)
+    if config is None:
+        return None
+    if "vision_config" not in config:
+        return (f"--model {path!r} reads text only (its config.json has no vision_config): image "
+                "observations need an image-text-to-text checkpoint (LLaVA or Qwen2-VL family), "
+                "or env.options.observation 'text'")
+    kind = config.get("model_type")
+    if kind not in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES:
+        return (f"--model {path!r} is a {kind!r} model, not image-text-to-text (what "
+                "AutoModelForImageTextToText loads): image observations need an image-text-to-text "
+                "checkpoint (LLaVA or Qwen2-VL family), or env.options.observation 'text'")
+    return None
 
 
 def parameter_count(model: torch.nn.Module) -> int:

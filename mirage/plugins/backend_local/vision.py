@@ -23,6 +23,7 @@ import torch
 from transformers import CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
 
 from mirage.core.rl.image import IMAGE_MARK, Image
+from mirage.plugins.backend_local import saved_processor
 from mirage.plugins.backend_local.options import LocalOptions
 
 PATCH = 16  # one patch per tile (mirage.envs.sprites.TILE)
@@ -87,17 +88,35 @@ def build_tiny_vision_model(config: LlavaConfig):
 
 def processor_for(model, tokenizer, path: str | None = None):
     """The processor of a vision-language ``model``: the one saved at ``path`` (a
-    checkpoint's ``processor_config.json``), else the tiny policy's, built from its config."""
-    from pathlib import Path
-
-    if path is not None and (Path(path).expanduser() / "processor_config.json").is_file():
-        from transformers import AutoProcessor
-
-        processor = AutoProcessor.from_pretrained(path)
-        processor.tokenizer = tokenizer  # the one the backend encodes and decodes with
-        return processor
+    checkpoint's processor configs, saved_processor.py), else the tiny policy's, built
+    from its config."""
+    if saved_processor.saved(path):
+        return saved_processor.load(path, tokenizer)
     size = model.config.vision_config.image_size
     return build_processor(tokenizer, size, size)
+
+
+def image_placeholder(processor) -> str:
+    """What stands for one picture in a prompt's text before the processor expands it: what
+    the chat template writes for an image (Qwen2-VL's ``<|vision_start|><|image_pad|>
+    <|vision_end|>``), else the processor's image token (the tiny policy's ``IMAGE_MARK``)."""
+    image_token = processor.image_token
+    template = getattr(processor, "chat_template", None) or getattr(processor.tokenizer, "chat_template", None)
+    if isinstance(template, dict):  # named templates: the default one
+        template = template.get("default")
+    if not template:
+        return image_token
+    before, after = "MIRAGE-BEFORE-PICTURE", "MIRAGE-AFTER-PICTURE"
+    content = [{"type": "text", "text": before}, {"type": "image"}, {"type": "text", "text": after}]
+    try:
+        text = processor.tokenizer.apply_chat_template([{"role": "user", "content": content}],
+                                                       chat_template=template, tokenize=False)
+    except Exception:  # a template for text messages only (jinja cannot read the parts)
+        return image_token
+    start, end = text.find(before), text.find(after)
+    between = text[start + len(before) : end] if 0 <= start < end else ""
+    # a template that writes no image (text only) or something else: the token alone
+    return between.strip() if between.count(image_token) == 1 else image_token
 
 
 def image_token_id(model) -> int:
@@ -107,21 +126,41 @@ def image_token_id(model) -> int:
     return found if found is not None else config.image_token_id
 
 
-def image_inputs(processor, images: Iterable[Image], device) -> dict[str, torch.Tensor]:
+def placeholder_ids(model, processor) -> list[int]:
+    """The ids that stand for a picture's (or a video's, or a sound's) features: a response
+    never writes one (the model would look for features it was not given)."""
+    found = {image_token_id(model)}
+    for kind in ("image_token_ids", "video_token_ids", "audio_token_ids"):
+        found |= {i for i in getattr(processor, kind, ()) if i is not None}
+    return sorted(found)
+
+
+def image_inputs(processor, images: Iterable[Image], device, ids: torch.Tensor | None = None
+                 ) -> dict[str, torch.Tensor]:
     """The pictures as the model's inputs (``pixel_values``, and whatever else the image
-    processor gives, such as Qwen2-VL's ``image_grid_thw``); empty for none."""
+    processor gives, such as Qwen2-VL's ``image_grid_thw``); empty for none. With the
+    batch's input ``ids`` ``[B, T]``, also the token types a processor gives beside them
+    (Qwen2-VL's ``mm_token_type_ids``, from which its model places the pictures' 3-D
+    rotary positions)."""
     images = [image.pil for image in images]
     if not images:
         return {}
-    out = processor.image_processor(images, return_tensors="pt")
+    out = dict(processor.image_processor(images, return_tensors="pt"))
+    if ids is not None and "mm_token_type_ids" in processor.model_input_names:
+        out["mm_token_type_ids"] = torch.tensor(processor.create_mm_token_type_ids(ids.tolist()))
     return {name: value.to(device) for name, value in out.items()}
 
 
 def encode_with_images(processor, text: str, images: tuple[Image, ...]) -> list[int]:
     """Token ids of ``text`` with each ``IMAGE_MARK`` expanded to the picture's image
-    tokens (the processor's own expansion, so a pretrained model's processor does the same)."""
+    tokens: the mark becomes what the model's chat template writes for a picture
+    (:func:`image_placeholder`) and the processor expands it, so a pretrained model's
+    processor does what it does for its own prompts."""
     marks = text.count(IMAGE_MARK)
     if marks != len(images):
         raise ValueError(f"the prompt places {marks} pictures but {len(images)} were given")
+    placeholder = image_placeholder(processor)
+    if placeholder != IMAGE_MARK:
+        text = text.replace(IMAGE_MARK, placeholder)
     out = processor(text=[text], images=[image.pil for image in images] or None, add_special_tokens=False)
     return list(out["input_ids"][0])

@@ -171,7 +171,7 @@ def encode_context(tokenizer, processor, context: str, images: tuple) -> list[in
 
 def picture_inputs(processor):
     """What :func:`_supervised` calls for a batch's picture inputs: None for text."""
-    return None if processor is None else (lambda images: vision.image_inputs(processor, images, "cpu"))
+    return None if processor is None else (lambda images, ids: vision.image_inputs(processor, images, "cpu", ids))
 
 
 def _tokenizer_and_config(demos, options: LocalOptions):
@@ -208,8 +208,8 @@ def save(target: Path, model, tokenizer, facts: dict[str, Any]) -> None:
 def _supervised(model, data: list[tuple[list[int], list[int], tuple]], cfg, seed: int,
                 progress: bool, pixels=None) -> float:
     """Next-token loss on response tokens only, AdamW with cosine decay. ``data``:
-    (context ids, response ids, pictures); ``pixels(pictures)`` gives a vision-language
-    model's picture inputs (``pixel_values``)."""
+    (context ids, response ids, pictures); ``pixels(pictures, ids)`` gives a vision-language
+    model's picture inputs (``pixel_values``) for the batch's input ids."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.warmstart_lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * min(s / max(cfg.warmstart_steps, 1), 1.0)))
@@ -231,7 +231,7 @@ def _supervised(model, data: list[tuple[list[int], list[int], tuple]], cfg, seed
             ids[row, : len(c) + len(r)] = torch.tensor(c + r)
             labels[row, len(c) : len(c) + len(r)] = torch.tensor(r)
             mask[row, : len(c) + len(r)] = 1
-        seen = {} if pixels is None else pixels([p for _, _, images in batch for p in images])
+        seen = {} if pixels is None else pixels([p for _, _, images in batch for p in images], ids)
         loss = model(input_ids=ids, attention_mask=mask, labels=labels, **seen).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
