@@ -24,8 +24,12 @@ kept rows' gradient by the kept share of the micro-batch.
 
 Several processes: the filter runs on the gathered rewards, so every process keeps the
 same groups and masks its own rows. The MI pass gathers every process's prompts and
-completions and each process scores the whole matrix (the same forwards on every rank,
+completions (and, with a vision-language model, each distinct prompt's image inputs, as
+CPU tensors) and each process scores the whole matrix (the same forwards on every rank,
 so sharded models stay in step); the main process's values are what TRL logs.
+
+Vision-language models: the filter only masks rows, so it needs nothing more; the MI pass
+scores each prompt with its own image inputs (:mod:`~mirage.integrations.trl.images`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from trl import GRPOTrainer
 
 from mirage.integrations.trl.diagnose import step_metrics
 from mirage.integrations.trl.filtering import build_filter, rewards_batch, select_rows
+from mirage.integrations.trl.images import PromptImages, row_images
 from mirage.integrations.trl.options import MirageOptions
 
 
@@ -122,14 +127,29 @@ class MirageGRPOTrainer(GRPOTrainer):
 
     def diagnose(self, output: dict[str, Any]) -> dict[str, float]:
         """The ``mi/*`` metrics of the whole step (every process's rows, gathered)."""
+        # first: an unhandled image layout is refused before any gather
+        images = row_images(output, self.processing_class)
+        if self.tools and any(entry is not None for entry in images):
+            raise ValueError("MIRAGE's MI pass does not score a vision-language model with tools: a tool "
+                             "response can add images to a completion, whose text is re-encoded without them")
         prompts = [ids[mask.bool()].tolist() for ids, mask in zip(output["prompt_ids"], output["prompt_mask"])]
         tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
         completions = tokenizer.batch_decode(
             [ids[mask.bool()].tolist() for ids, mask in zip(output["completion_ids"], output["completion_mask"])],
             skip_special_tokens=True)
-        return step_metrics(self.model, tokenizer, gather_object(prompts), gather_object(completions), self.mirage)
+        return step_metrics(self.model, tokenizer, gather_object(prompts), gather_object(completions), self.mirage,
+                            gather_images(images))
 
     def log_mirage(self, metrics: dict[str, float]) -> None:
         """Hand ``metrics`` to TRL's logger under ``mirage/`` (averaged per logging window)."""
         for name, value in metrics.items():
             self._metrics["train"][f"mirage/{name}"].append(float(value))
+
+
+def gather_images(images: list[PromptImages | None]) -> list[PromptImages | None]:
+    """Every process's rows' image inputs, in row order: each process sends each distinct
+    prompt image once (its rows repeat it num_generations times) and the rows' digests."""
+    distinct = {entry.digest: entry for entry in images if entry is not None}
+    table = {digest: entry for tables in gather_object([distinct]) for digest, entry in tables.items()}
+    return [None if digest is None else table[digest]
+            for digest in gather_object([entry.digest if entry is not None else None for entry in images])]
