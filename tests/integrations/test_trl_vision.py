@@ -305,3 +305,24 @@ def test_tools_with_pictures_are_refused_by_the_mi_pass():
     trainer = SimpleNamespace(tools=[len], processing_class=None)
     with pytest.raises(ValueError, match="does not score a vision-language model with tools"):
         MirageGRPOTrainer.diagnose(trainer, llava_step())
+
+
+def test_gathered_images_keep_their_rows_and_travel_once(monkeypatch):
+    """Two processes, simulated: each sends its distinct pictures once and its rows'
+    digests; every row gets back its own pixels, in rank order."""
+    import mirage.integrations.trl.trainer as trainer_module
+
+    first, second = llava_step(), llava_step()
+    second["pixel_values"] = second["pixel_values"] + 1000
+    second["pixel_values"][3] = first["pixel_values"][0]  # a picture both processes show
+    first_rows, second_rows = row_images(first, processor=None), row_images(second, processor=None)
+    sent = []
+    monkeypatch.setattr(trainer_module, "gather_object", lambda obj: sent.append(obj) or obj)
+    trainer_module.gather_images(second_rows)  # what the second process sends
+    assert len(sent[0][0]) == 4 and sent[1] == [entry.digest for entry in second_rows]
+    from_second = iter(sent)
+    monkeypatch.setattr(trainer_module, "gather_object", lambda obj: list(obj) + list(next(from_second)))
+    gathered = trainer_module.gather_images(first_rows)
+    assert len(gathered) == 8
+    for entry, expected in zip(gathered, first_rows + second_rows):
+        assert torch.equal(entry.pixels["pixel_values"], expected.pixels["pixel_values"])
