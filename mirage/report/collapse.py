@@ -40,10 +40,10 @@ def collapse_study(study: Study, figure_dir: Path) -> Finding | None:
                       "the reasoning keeps depending on the input (first-turn retrieval accuracy "
                       "stays above chance) and success is higher than without a filter (PAPER.md "
                       "sections 1 and 4, finding 5). This experiment was meant to provoke template "
-                      "collapse; what it provoked is degeneration (its signature table below: "
-                      f"{regime.count_regime(study, unfiltered, sig.DEGENERATION)} of {len(unfiltered)} "
-                      "unfiltered runs degenerate, "
-                      f"{regime.count_regime(study, unfiltered, sig.TEMPLATE_COLLAPSE)} reach the "
+                      "collapse; what it provoked is degeneration (its signature table below, by the sustained "
+                      f"rule: {regime.count_regime(study, unfiltered, sig.DEGENERATION)} of {len(unfiltered)} "
+                      "unfiltered runs end degenerate, "
+                      f"{regime.count_regime(study, unfiltered, sig.TEMPLATE_COLLAPSE)} in the "
                       "template-collapse signature), so its checks test whether top-p delays the "
                       "degeneration, not the paper's claim.")
     values = {name: endpoint(study, name) for name in (RETRIEVAL, CHANCE, H_COND, SUCCESS)}
@@ -69,21 +69,22 @@ def collapse_study(study: Study, figure_dir: Path) -> Finding | None:
                      for arm in (flt, "none")}
             if all(value is not None for arm in onset.values() for value in arm.values()):
                 finding.checks.append(Check(
-                    f"{env}: iteration of degeneration {flt} - none (never: last check + 5)",
+                    f"{env}: iteration of sustained degeneration {flt} - none (never: one check "
+                    "interval past the last)",
                     paired(onset[flt], onset["none"]), 1))
             h = arms[H_COND]
             finding.evidence.append(
                 f"{env}: H(Z|X) {flt} - none {h.mean:+.3f}"
                 + ("" if h.too_few else f" [{h.low:+.3f}, {h.high:+.3f}]")
                 + " (no direction predicted: the paper reads collapse in I(X;Z), not in H(Z|X)).")
-    finding.conclude()
+    if (noise := regime.noise_sentence(study, unfiltered, "unfiltered seeds")):
+        finding.evidence.append(noise + ".")
+    finding.conclude(COLLAPSE)
     finding.tables.insert(0, ("Endpoints per seed", markdown_table(pd.DataFrame(rows))))
-    finding.tables.append((
-        f"Per run: the reasoning regimes it entered at its MI checks, each with its first step, and "
-        f"the extremes over the run ({sig.rule()})",
-        markdown_table(regime.signature_table(study, runs, ["filter"]))))
+    finding.tables.append((regime.signature_caption(),
+                           markdown_table(regime.signature_table(study, runs, ["filter"]))))
     sources = [(CALIBRATION, f"the calibration runs of this regime (`{CALIBRATION}`)"),
-               (GRADIENTS, f"experiment `{GRADIENTS}` (the first 20 iterations of this regime)")]
+               (GRADIENTS, regime.gradients_source(everything))]
     for caption, shares in regime.pre_collapse_shares(everything, runs, sources):
         finding.tables.append((caption, markdown_table(shares)))
     finding.figure = figures.seed_curves(study, runs, CURVES, figure_dir / "collapse_study_curves.png",

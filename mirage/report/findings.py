@@ -3,8 +3,8 @@ figure and a verdict computed from the numbers by a stated rule (PAPER.md sectio
 
 Every finding is a set of directional checks; each check is a paired comparison across
 seeds (or a rank correlation over runs) whose 95% interval and p value, Holm-adjusted over
-the finding's checks, give its verdict (mirage/report/verdicts.py), and the finding's
-verdict follows from its checks.
+every check of its registry experiment (one family per experiment), give its verdict
+(mirage/report/verdicts.py), and the finding's verdict follows from its checks.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from mirage.core.analysis import signature as sig
 from mirage.report import figures, regime
 from mirage.report.names import CHANCE, ENTROPY, GREEDY, H_COND, LENGTH, RETRIEVAL, SUCCESS
 from mirage.report.paired import paired, spearman_interval
@@ -38,18 +37,67 @@ class Finding:
     tables: list[tuple[str, str]] = field(default_factory=list)
     figure: str | None = None
     checks: list[Check] = field(default_factory=list)
+    experiment: str = ""  # the registry experiment its checks are measured on: their Holm family
+    gate: str | None = None  # a failed gate's reason: the finding then has no verdict
+    _sentences: list[str] = field(default_factory=list, repr=False)
+    _table: tuple[str, str] | None = field(default=None, repr=False)
 
-    def conclude(self) -> None:
-        """Verdict, evidence sentences and the paired-checks table from ``checks``, once
-        their p values are Holm-adjusted with the finding's checks as the family."""
-        self.checks = holm_adjusted(self.checks)
-        self.verdict = finding_verdict(self.checks)
-        self.evidence.extend(check_sentence(check) + "." for check in self.checks)
-        if self.checks:
-            self.tables.append(("Checks: each a paired difference across seeds (or a rank "
-                                "correlation over runs), its 95% interval and its p value, raw "
-                                "and Holm-adjusted over this finding's checks",
-                                markdown_table(pd.DataFrame([check_row(c) for c in self.checks]))))
+    def conclude(self, experiment: str = "") -> None:
+        """Verdict, evidence sentences and the paired-checks table from ``checks``, their p
+        values Holm-adjusted with the finding's own checks as the family; the report then
+        re-adjusts them over their experiment's family (:func:`adjust_families`). The
+        sentences and the table go where the evidence and the tables end now."""
+        self.experiment = experiment or self.experiment
+        self.judge(holm_adjusted(self.checks), f"this finding's {len(self.checks)} checks")
+
+    def judge(self, checks: list[Check], family: str) -> None:
+        """Set ``checks`` (already Holm-adjusted over ``family``, described for the
+        caption) and redraw the verdict, the sentences and the table in their places."""
+        self.checks = checks
+        self.verdict = finding_verdict(checks, gate_passed=self.gate is None)
+        sentences = [check_sentence(check) + "." for check in checks]
+        if self._sentences and self._sentences[0] in self.evidence:
+            at = self.evidence.index(self._sentences[0])
+            self.evidence[at:at + len(self._sentences)] = sentences
+        else:
+            self.evidence.extend(sentences)
+        self._sentences = sentences
+        table = None
+        if checks:
+            table = ("Checks: each a paired difference across seeds (or a rank correlation over runs), "
+                     f"its 95% interval and its p value, raw and Holm-adjusted over {family}",
+                     markdown_table(pd.DataFrame([check_row(c) for c in checks])))
+        if self._table is not None and self._table in self.tables:
+            at = self.tables.index(self._table)
+            if table is None:
+                del self.tables[at]
+            else:
+                self.tables[at] = table
+        elif table is not None:
+            self.tables.append(table)
+        self._table = table
+
+
+def adjust_families(findings: list[Finding]) -> None:
+    """One Holm family per registry experiment: every check of the findings measured on
+    one experiment is adjusted together, and each finding's verdict redrawn from its
+    checks' adjusted p values (findings without an experiment keep their own family)."""
+    families: dict[str, list[Finding]] = {}
+    for finding in findings:
+        if finding.experiment:
+            families.setdefault(finding.experiment, []).append(finding)
+    for experiment, members in families.items():
+        adjusted = holm_adjusted([check for finding in members for check in finding.checks])
+        size = len(adjusted)
+        for finding in members:
+            mine, adjusted = adjusted[:len(finding.checks)], adjusted[len(finding.checks):]
+            finding.judge(mine, f"every check of experiment `{experiment}` (one family of {size})")
+
+
+def experiment_of(study: Study) -> str:
+    """The registry experiment of ``study``'s runs (empty when it has none or several)."""
+    names = study.runs["experiment"].unique() if "experiment" in study.runs else []
+    return str(names[0]) if len(names) == 1 else ""
 
 
 def _default(study: Study) -> pd.DataFrame:
@@ -92,7 +140,7 @@ def mi_early_warning(study: Study, figure_dir: Path) -> Finding:
                 finding.checks.append(Check(f"{env}: {label} end - start",
                                             paired(by_seed(per_run, "end"), by_seed(per_run, "start")),
                                             direction))
-    finding.conclude()
+    finding.conclude(experiment_of(study))
     finding.tables.insert(0, ("No filter, default settings: warm start -> endpoint, mean over seeds",
                               markdown_table(pd.DataFrame(rows))))
     finding.figure = figures.training_curves(study, _default(study), MAIN_FILTERS,
@@ -123,7 +171,7 @@ def filter_ranking(study: Study, figure_dir: Path) -> Finding:
             finding.checks.append(Check(f"{env}: success {high} - {low}",
                                         paired(_arm(success, env_runs, filter=high),
                                                _arm(success, env_runs, filter=low)), 1))
-    finding.conclude()
+    finding.conclude(experiment_of(study))
     finding.tables.insert(0, ("Validation success, default settings (endpoint: mean of the "
                               "last checks after the warm start)", markdown_table(pd.DataFrame(rows))))
     finding.figure = figures.final_bars(study, runs, MAIN_FILTERS, SUCCESS,
@@ -162,7 +210,7 @@ def step_time(study: Study, figure_dir: Path) -> Finding:
                 f"{env}: step s (no diagnostics) {flt} - none",
                 paired(_arm(env_frame, env_frame, "step without diagnostics", filter=flt),
                        _arm(env_frame, env_frame, "step without diagnostics", filter="none")), -1))
-    finding.conclude()
+    finding.conclude(experiment_of(study))
     finding.tables.insert(0, ("Mean seconds per iteration over training (2 cells sharing 2 cores, "
                               "one torch thread each); the diagnostics' time is left out, they run "
                               "every few steps", markdown_table(pd.DataFrame(rows))))
@@ -215,7 +263,7 @@ def spearman(study: Study, figure_dir: Path) -> Finding:
                 f"{env}: first-turn policy entropy rho {entropy.rho:+.2f} [{entropy.low:+.2f}, "
                 f"{entropy.high:+.2f}], {'which excludes 0, against' if excludes else 'which contains 0, as'} "
                 "the paper's reading that entropy does not predict success.")
-    finding.conclude()
+    finding.conclude(experiment_of(study))
     table = pd.DataFrame(rows, columns=["runs", "diagnostic", "spearman", "95% CI (Fisher z)", "p", "n"])
     finding.tables.insert(0, ("Spearman of each diagnostic (mean over training steps) with the "
                               "run's success endpoint at t=0.5, within each environment and pooled",
@@ -252,7 +300,7 @@ def stochasticity(study: Study, figure_dir: Path) -> Finding:
                                 paired(gains[low], gains[high]), 1))
     finding.evidence.append("top-p minus none in success at each slip (mean over seeds): " + ", ".join(
         f"{s:g}: {sum(g.values()) / max(1, len(g)):+.3f}" for s, g in gains.items()) + ".")
-    finding.conclude()
+    finding.conclude(experiment_of(study))
     shown_columns = ["slip", "filter", "success t=0.5", "H(Z|X)", "retrieval acc.", "seeds"]
     finding.tables.insert(0, ("FrozenLake by slip: endpoints, success with its seed range",
                               markdown_table(table[shown_columns])))
@@ -288,7 +336,7 @@ def ablation(study: Study, figure_dir: Path) -> Finding:
         finding.checks.append(Check(f"{label} {high} - {low}",
                                     paired(_arm(values[label], runs, filter=high),
                                            _arm(values[label], runs, filter=low)), 1))
-    finding.conclude()
+    finding.conclude(experiment_of(study))
     finding.tables.insert(0, ("Sokoban endpoints, mean over seeds (keep-largest / keep-smallest "
                               "rank by reward variance and keep half the prompts)",
                               markdown_table(pd.DataFrame(rows))))
@@ -334,16 +382,20 @@ def provoked_collapse(study: Study, figure_dir: Path) -> Finding:
                                         paired(by_seed(changes[("top-p 0.9", RETRIEVAL)], "end"),
                                                by_seed(none, "end")), 1))
     finding.evidence.append(f"Retrieval chance 1/C = {chance:.3f}.")
-    finding.conclude()
+    finding.conclude(experiment_of(study))
     settings = runs.iloc[0]
     finding.tables.insert(0, (f"{', '.join(sorted(runs['env'].unique()))}, lr {settings['lr']:g}, entropy "
                               f"coefficient {settings['entropy_coef']:g}: warm start -> endpoint, mean over seeds",
                               markdown_table(pd.DataFrame(rows))))
-    finding.tables.append((f"Per run: the reasoning regimes it entered at its MI checks, each with "
-                           f"its first step, and the extremes over the run ({sig.rule()})",
+    finding.tables.append((regime.signature_caption(),
                            markdown_table(regime.signature_table(study, runs, ["env", "filter"]))))
-    for caption, samples in regime.collapsed_samples(study, runs):
-        finding.tables.append((caption, markdown_table(samples)))
+    unfiltered = runs[runs["filter"] == "none"]
+    if (noise := regime.noise_sentence(study, unfiltered, "unfiltered seeds")):
+        finding.evidence.append(noise + ".")
+    sentence, samples = regime.samples_at_endpoints(study, unfiltered, ["filter"])
+    finding.tables += [(caption, markdown_table(table)) for caption, table in samples]
+    if sentence:
+        finding.evidence.append(sentence)
     finding.figure = figures.training_curves(study, runs, list(runs["filter"].unique()),
                                              [SUCCESS, RETRIEVAL, ENTROPY, LENGTH],
                                              figure_dir / "collapse_curves.png", chance=chance)

@@ -1,15 +1,20 @@
-"""The reasoning regime in the report: per run, the regimes it entered and when
-(mirage/core/analysis/signature.py, the same rule `core show` and the app apply), the
+"""The reasoning regime in the report: per run, its regime by the sustained rule
+(mirage/report/sustained.py: the endpoint of its last K checks, regimes held for K
+checks; each check read by mirage/core/analysis/signature.py, the rule `core show` and the
+app apply), the samples at its endpoint checks, the
 calibration sweeps cell by cell, and the regulariser's share of the gradient per
 reward-variance bucket at the checks before any run's format broke (PAPER.md section 3)."""
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from mirage.core.analysis import signature as sig
+from mirage.report import sustained
 from mirage.report.names import FORMAT, H_COND, RETRIEVAL, SUCCESS
-from mirage.report.results import Study
+from mirage.report.results import GRADIENTS, Study
 from mirage.report.summary import endpoint
 
 BUCKETS = ["q1", "q2", "q3", "q4", "q5", "q6", "all"]
@@ -25,24 +30,49 @@ def checks(study: Study, run_id: str) -> list[sig.RegimeCheck]:
 
 
 def signature(study: Study, run_id: str) -> dict:
-    """One table row's worth: the regimes the run entered with the first step of each, the
-    regime at its last check, when template collapse began (if ever) with the format
-    validity there, and the extremes over the run."""
+    """One table row's worth, read by the sustained rule (mirage/report/sustained.py): the
+    regime at the run's endpoint with the readings it averages, the regimes held for K
+    consecutive checks with the first step of each, how many single checks fell in
+    template collapse, and the extremes over the run."""
     found = checks(study, run_id)
-    if not found:
-        return {"regimes (first step)": "not measured"}
-    entered = sig.first_entries(found)
-    collapsed = entered.get(sig.TEMPLATE_COLLAPSE)
+    end = sustained.endpoint_check(found)
+    if end is None:
+        return {"regime (endpoint)": "not measured"}
+    single = sum(c.regime == sig.TEMPLATE_COLLAPSE for c in found)
     return {
-        "regimes (first step)": "; ".join(f"{regime} {step}" for regime, step in entered.items()),
-        "last regime": found[-1].regime,
-        "template collapse at": "never" if collapsed is None else f"step {collapsed}",
-        "format valid there": (next(c.format_valid for c in found if c.step == collapsed)
-                               if collapsed is not None else float("nan")),
+        "regime (endpoint)": end.regime,
+        "retrieval (endpoint)": end.retrieval,
+        "H(Z|X) / start (endpoint)": end.h_ratio,
+        "format valid (endpoint)": end.format_valid,
+        f"held {sustained.K} checks (first step)": "; ".join(
+            f"{regime} {step}" for regime, step in sustained.held(found).items()) or "none",
+        "single checks in template collapse": f"{single} of {len(found)}",
         "lowest retrieval": min(c.retrieval for c in found),
         "highest H(Z|X) / start": max(c.h_ratio for c in found),
         "lowest format valid": min(c.format_valid for c in found),
     }
+
+
+def signature_caption() -> str:
+    """The caption of every per-run regime table: what its columns read, and the rule."""
+    return (f"Per run: its regime at the endpoint with the readings it averages, the regimes held for "
+            f"{sustained.K} consecutive checks with the first step of each, how many single checks fell "
+            f"in template collapse, and the extremes over the run ({sustained.rule()}; {sig.rule()})")
+
+
+def noise_sentence(study: Study, runs: pd.DataFrame, what: str) -> str:
+    """How many of ``runs`` (``what``, e.g. "unfiltered seeds") end in template collapse by
+    the sustained rule, and one check's binomial noise at their mean endpoint retrieval."""
+    ends = [end for run_id in runs["run_id"] if (end := endpoint_regime(study, run_id)) is not None]
+    if not ends:
+        return ""
+    samples = int((runs["prompts"] * runs["group_size"]).min())
+    p = sum(end.retrieval for end in ends) / len(ends)
+    line = sum(end.chance for end in ends) / len(ends) + sig.RETRIEVAL_MARGIN
+    collapsed = sum(end.regime == sig.TEMPLATE_COLLAPSE for end in ends)
+    return (f"By the sustained rule {collapsed} of {len(ends)} {what} end in template collapse; their "
+            f"mean endpoint retrieval is {p:.3f} (chance + {sig.RETRIEVAL_MARGIN:g} = {line:.3f}), where "
+            f"{sustained.noise(p, samples)}, so a single check below the margin decides nothing")
 
 
 def signature_table(study: Study, runs: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
@@ -52,28 +82,35 @@ def signature_table(study: Study, runs: pd.DataFrame, labels: list[str]) -> pd.D
                          | signature(study, run.run_id) for run in ordered.itertuples()])
 
 
+def endpoint_regime(study: Study, run_id: str) -> sig.RegimeCheck | None:
+    """The run's endpoint reading and regime (the sustained rule), None without MI checks."""
+    return sustained.endpoint_check(checks(study, run_id))
+
+
 def count_regime(study: Study, runs: pd.DataFrame, regime: str) -> int:
-    """How many of ``runs`` entered ``regime`` at some check."""
-    return sum(regime in sig.first_entries(checks(study, run_id)) for run_id in runs["run_id"])
+    """How many of ``runs`` are in ``regime`` at their endpoint (the sustained rule)."""
+    return sum((end := endpoint_regime(study, run_id)) is not None and end.regime == regime
+               for run_id in runs["run_id"])
 
 
 def count_modest_template_collapse(study: Study, runs: pd.DataFrame) -> int:
-    """How many of ``runs`` had a template-collapse check with H(Z|X) at most
-    ENTROPY_BLOWUP x its start: the count had degeneration's entropy rule come first."""
-    return sum(any(c.regime == sig.TEMPLATE_COLLAPSE and c.h_ratio <= sig.ENTROPY_BLOWUP
-                   for c in checks(study, run_id)) for run_id in runs["run_id"])
+    """How many of ``runs`` end in template collapse with H(Z|X) at most ENTROPY_BLOWUP x
+    its start there: the count had degeneration's entropy rule come first."""
+    return sum((end := endpoint_regime(study, run_id)) is not None and end.regime == sig.TEMPLATE_COLLAPSE
+               and end.h_ratio <= sig.ENTROPY_BLOWUP for run_id in runs["run_id"])
 
 
 def degenerate_step(study: Study, run_id: str) -> float | None:
-    """The first MI check at which the run was in the degeneration regime; a run that
-    never was counts as one check interval past its last check (censored, so a delay is
-    under-, not overstated). None when the run logged no MI checks."""
+    """The first of K consecutive MI checks at which the run was in the degeneration
+    regime (the sustained rule); a run that never was counts as one check interval past
+    its last check (censored, so a delay is under-, not overstated). None when the run
+    logged no MI checks."""
     found = checks(study, run_id)
     if not found:
         return None
-    broken = [c.step for c in found if c.regime == sig.DEGENERATION]
-    if broken:
-        return float(broken[0])
+    onset = sustained.held(found).get(sig.DEGENERATION)
+    if onset is not None:
+        return float(onset)
     steps = [c.step for c in found]
     return float(steps[-1] + (steps[-1] - steps[-2] if len(steps) > 1 else 0))
 
@@ -86,12 +123,12 @@ def calibration_table(study: Study, experiment: str) -> pd.DataFrame | None:
         return None
     varying = [key for key in SETTINGS if cells.runs[key].nunique() > 1]
     ends = {name: endpoint(cells, name).set_index("run_id")["value"]
-            for name in (RETRIEVAL, H_COND, FORMAT, SUCCESS)}
+            for name in (H_COND, SUCCESS)}
     rows = []
     for run in cells.runs.sort_values([*varying, "seed"]).itertuples():
         row = {SETTINGS[key]: _shown(getattr(run, key)) for key in varying} | {"seed": run.seed}
-        for name, label in ((RETRIEVAL, "retrieval (end)"), (H_COND, "H(Z|X) (end)"),
-                            (FORMAT, "format valid (end)"), (SUCCESS, "success t=0.5 (end)")):
+        # retrieval and format validity at the endpoint are the signature's columns
+        for name, label in ((H_COND, "H(Z|X) (end)"), (SUCCESS, "success t=0.5 (end)")):
             row[label] = ends[name].get(run.run_id, float("nan"))
         rows.append(row | signature(cells, run.run_id))
     return pd.DataFrame(rows)
@@ -139,6 +176,13 @@ def pre_collapse_shares(everything: Study, runs: pd.DataFrame, sources: list[tup
     return shares
 
 
+def gradients_source(everything: Study) -> str:
+    """How the captions name experiment ``collapse_gradients``, with its iterations."""
+    runs = everything.of(GRADIENTS).runs
+    steps = " or ".join(str(s) for s in sorted(runs["steps"].unique())) if len(runs) else "its"
+    return f"experiment `{GRADIENTS}` (the first {steps} iterations of this regime)"
+
+
 def valid_format_until(study: Study, runs: pd.DataFrame) -> int | None:
     """The first step at which any of ``runs`` had fewer than FORMAT_VALID of its first
     turns parse (None when none ever did): checks before it are all in the valid format."""
@@ -179,34 +223,65 @@ def gradient_shares(study: Study, runs: pd.DataFrame, by: list[str] | None = Non
     return table.merge(counts.drop(columns=["first", "last"]), on=by)
 
 
-def first_turn_samples(study: Study, run_id: str, step: int, per_prompt: int = 2) -> pd.DataFrame | None:
-    """The run's stored first-turn samples at ``step``: up to ``per_prompt`` per prompt,
-    their reasoning and action (None when the results hold no rollouts for it)."""
+# A reasoning names the state when it names a cell: every state template of the grid
+# worlds' demonstrations does ("row R col C"), no generic sentence does (docs/warm-start.md).
+NAMES_A_CELL = re.compile(r"\brow \d+ col \d+\b")
+SAMPLE_RULE = ("chosen by rule: the samples stored at the run's endpoint checks, those its endpoint "
+               "averages; a reasoning names the state when it names a cell (\"row R col C\"), as every "
+               "state template of the demonstrations does, and is boilerplate otherwise")
+
+
+def endpoint_samples(study: Study, run_id: str) -> pd.DataFrame | None:
+    """The run's stored first-turn samples at its endpoint checks, with whether each names
+    a cell (None when the results hold no rollouts for them)."""
     if study.rollouts is None:
         return None
-    rows = study.rollouts[(study.rollouts["run_id"] == run_id) & (study.rollouts["step"] == step)
+    steps = sustained.endpoint_steps(checks(study, run_id))
+    rows = study.rollouts[(study.rollouts["run_id"] == run_id) & study.rollouts["step"].isin(steps)
                           & (study.rollouts["turn"] == 0)]
     if rows.empty:
         return None
-    rows = rows.sort_values(["prompt_index", "sample_index"]).groupby("prompt_index").head(per_prompt)
-    return rows[["prompt_index", "sample_index", "reasoning", "action"]].rename(
-        columns={"prompt_index": "prompt", "sample_index": "sample"}).reset_index(drop=True)
+    rows = rows.sort_values(["step", "prompt_index", "sample_index"])
+    return pd.DataFrame({"step": rows["step"].astype(int).to_numpy(), "prompt": rows["prompt_index"].to_numpy(),
+                         "names a cell": ["yes" if NAMES_A_CELL.search(str(text)) else "no"
+                                          for text in rows["reasoning"]],
+                         "reasoning": rows["reasoning"].to_numpy(), "action": rows["action"].to_numpy()})
 
 
-def collapsed_samples(study: Study, runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """For each of ``runs`` that reached template collapse, its stored first-turn samples at
-    the first check in that regime, captioned with the run and the readings there."""
-    shown = []
-    for run in runs.sort_values(["filter", "seed"]).itertuples():
-        found = [c for c in checks(study, run.run_id) if c.regime == sig.TEMPLATE_COLLAPSE]
-        if not found:
+def samples_at_endpoints(study: Study, runs: pd.DataFrame, labels: list[str]
+                         ) -> tuple[str, list[tuple[str, pd.DataFrame]]]:
+    """For ``runs``: a sentence with the share of their endpoint samples that name a cell,
+    a table of that share per run, and every endpoint sample of the run with the lowest
+    endpoint retrieval (ties: the first by ``labels`` and seed), each table captioned with
+    the rule that chose it. The sentence is computed from the tables' samples, so the two
+    cannot disagree. Empty when the results hold no such samples."""
+    per_run, chosen = [], None
+    for run in runs.sort_values([*labels, "seed"]).itertuples():
+        samples = endpoint_samples(study, run.run_id)
+        end = endpoint_regime(study, run.run_id)
+        if samples is None or end is None:
             continue
-        check = found[0]
-        samples = first_turn_samples(study, run.run_id, check.step)
-        if samples is None:
-            continue
-        shown.append((f"{run.filter}, seed {run.seed}, step {check.step} (template collapse: retrieval "
-                      f"{check.retrieval:.3f} at chance {check.chance:.3f}, H(Z|X) {check.h_ratio:.2f} x "
-                      f"its start, format validity {check.format_valid:.2f}): stored first-turn samples "
-                      "(up to two per prompt)", samples))
-    return shown
+        named = int((samples["names a cell"] == "yes").sum())
+        per_run.append({label: getattr(run, label) for label in labels} | {
+            "seed": run.seed, "endpoint steps": ", ".join(str(s) for s in sorted(samples["step"].unique())),
+            "samples": len(samples), "name a cell": named, "share": named / len(samples),
+            "retrieval (endpoint)": end.retrieval, "regime (endpoint)": end.regime})
+        if chosen is None or end.retrieval < chosen[1].retrieval:
+            chosen = (run, end, samples)
+    if not per_run:
+        return "", []
+    table = pd.DataFrame(per_run)
+    total, named = int(table["samples"].sum()), int(table["name a cell"].sum())
+    run, end, samples = chosen
+    shown = int((samples["names a cell"] == "yes").sum())
+    who = ", ".join(f"{getattr(run, label)}" for label in labels)
+    sentence = (f"Of the {total} stored first-turn samples at these runs' endpoint checks, {named} "
+                f"({named / total:.0%}) name a cell of the state and {total - named} are boilerplate; "
+                f"in the run shown ({who}, seed {run.seed}, the lowest endpoint retrieval), {shown} of "
+                f"{len(samples)} do.")
+    return sentence, [
+        (f"Stored first-turn samples at the endpoint checks, per run: how many name a cell ({SAMPLE_RULE})",
+         table),
+        (f"{who}, seed {run.seed}, the run with the lowest endpoint retrieval ({end.retrieval:.3f} at chance "
+         f"{end.chance:.3f}; regime at its endpoint: {end.regime}): every stored first-turn sample at its "
+         f"endpoint checks, {SAMPLE_RULE}", samples)]

@@ -13,15 +13,15 @@ import pandas as pd
 import yaml
 
 from mirage.core.analysis import signature as sig
-from mirage.report import collapse, regime, template
-from mirage.report.findings import FINDINGS, Finding, provoked_collapse
+from mirage.report import collapse, induced, regime, sustained, template
+from mirage.report.findings import FINDINGS, Finding, adjust_families, provoked_collapse
 from mirage.report.names import SUCCESS
 from mirage.report.paired import CONFIDENCE, POWER, detectable_factor, sd_range
 from mirage.report.results import (CALIBRATION, GRADIENTS, POWERED, STUDY, TEMPLATE_CALIBRATION,
                                    TEMPLATE_CALIBRATION_KL, TEMPLATE_CALIBRATION_LR, Study,
                                    findings_experiment, read_study)
 from mirage.report.summary import LAST_CHECKS, markdown_table
-from mirage.report.verdicts import ALPHA
+from mirage.report.verdicts import ALPHA, GATE_FAILED
 
 
 def build_report(results: Path, out: Path, figure_dir: Path, notes: Path | None = None) -> list[Finding]:
@@ -34,15 +34,16 @@ def build_report(results: Path, out: Path, figure_dir: Path, notes: Path | None 
                 if len(study.runs) else [])
     collapse_finding = collapse.collapse_study(everything, figure_dir)
     later = ([collapse_finding] if collapse_finding else []) + template.template_study(everything, figure_dir)
+    adjust_families(findings + later)  # one Holm family per registry experiment
     readings = yaml.safe_load(notes.read_text()) if notes and notes.exists() else {}
     readings = {str(key): text for key, text in (readings or {}).items()}
     design = _design(results, study, name) if len(study.runs) else f"The results hold no run of `{STUDY}`."
     out.parent.mkdir(parents=True, exist_ok=True)
-    introduction = _introduction(name, design)
-    if (line := template.headline(everything)):
+    introduction = _introduction(everything, name, design)
+    for line in _top_lines(everything):
         introduction += "\n\n" + line
     text = _markdown(findings, later, readings, introduction, name,
-                     _reading(study), out, figure_dir)
+                     _reading(study, everything), out, figure_dir, everything)
     out.write_text(text + _regimes(everything, name) + _calibrations(everything, readings))
     return findings + later
 
@@ -56,8 +57,8 @@ def _measured(measure, study: Study, everything: Study, figure_dir: Path) -> Fin
     earlier = everything.of(STUDY)
     if (earlier.runs["regime"] == "provoked").any():
         finding = measure(earlier, figure_dir)
-        finding.evidence.insert(0, f"Measured on the first study, `{STUDY}` (its seeds, 20 "
-                                   "iterations, the previous demonstrations); "
+        finding.evidence.insert(0, f"Measured on the first study, `{STUDY}` ({_plan(earlier)}, the "
+                                   "previous demonstrations); "
                                    f"`{POWERED}` leaves this regime to the collapse study below.")
         return finding
     return measure(study, figure_dir)
@@ -79,8 +80,8 @@ def _regimes(everything: Study, name: str) -> str:
         return ""
     table = regime.signature_table(study, study.runs, ["env", "filter", "slip", "regime"])
     return "\n".join(["", f"## Reasoning regime per run (experiment `{name}`)", "",
-                      f"Every run the findings above are measured on, with the regimes it entered at its "
-                      f"MI checks and the first step of each ({sig.rule()}).", "", markdown_table(table), ""])
+                      f"Every run the findings above are measured on. {regime.signature_caption()}.", "",
+                      markdown_table(table), ""])
 
 
 def _calibrations(study: Study, readings: dict) -> str:
@@ -92,17 +93,55 @@ def _calibrations(study: Study, readings: dict) -> str:
             continue
         lines += ["", f"## {title}", "",
                   "Every cell the sweep ran, all from one warm start: the settings that differ "
-                  "between its cells, the endpoints (mean of the last checks) and the reasoning "
-                  f"regimes each run entered with the first step of each ({sig.rule()}).", "",
+                  "between its cells, the endpoints (mean of the last checks), then "
+                  f"{regime.signature_caption()[0].lower() + regime.signature_caption()[1:]}.", "",
                   markdown_table(table), ""]
         if experiment in readings:
             lines += [readings[experiment].strip(), ""]
     return "\n".join(lines)
 
 
-def _reading(study: Study) -> str:
+def _plan(study: Study) -> str:
+    """'5 seeds, 60 iterations, 256 validation episodes' from ``study``'s run labels."""
+    runs = study.runs
+    if runs.empty:
+        return "no runs"
+
+    def values(column: str) -> str:
+        return " or ".join(str(v) for v in sorted(runs[column].unique()))
+
+    return (f"{runs['seed'].nunique()} seeds, {values('steps')} iterations, "
+            f"{values('validation_episodes')} validation episodes")
+
+
+def _top_lines(everything: Study) -> list[str]:
+    """The page's top lines: for each study that provokes a regime, how it was induced,
+    where its unfiltered seeds end by the sustained rule, and whether reward variance fell."""
+    lines = []
+    earlier = everything.of(STUDY)
+    provoked = earlier.runs[(earlier.runs["regime"] == "provoked") & (earlier.runs["filter"] == "none")]
+    sources = [(f"`{STUDY}`'s provoked regime", earlier, provoked)]
+    study = everything.of(collapse.COLLAPSE)
+    sources.append((f"`{collapse.COLLAPSE}`", study, study.runs[study.runs["filter"] == "none"]))
+    for label, source, unfiltered in sources:
+        if unfiltered.empty:
+            continue
+        regimes = pd.Series([end.regime for run_id in unfiltered["run_id"]
+                             if (end := regime.endpoint_regime(source, run_id)) is not None])
+        counts = ", ".join(f"{count} in {name}" for name, count in regimes.value_counts().sort_index().items())
+        variance, _ = induced.reward_variance(source, unfiltered)
+        lines.append(f"In {label} (induced by {induced.induced_by(unfiltered)}), the {len(unfiltered)} "
+                     f"unfiltered seeds end, by the sustained rule (the mean of their last {sustained.K} "
+                     f"MI checks), {counts}" + (f"; {variance}" if variance else "") + ".")
+    if (line := template.headline(everything)):
+        lines.append(line)
+    return lines
+
+
+def _reading(study: Study, everything: Study) -> str:
     """The "How to read the verdicts" paragraph, with the study's seed count, the detectable
-    difference's factor at it and the number of validation checks its endpoints average."""
+    difference's factor at it and the number of validation checks its endpoints average;
+    the families, the gates and the sustained rule for regimes, with one check's noise."""
     seeds = study.runs.groupby(["experiment", "env", "filter", "slip", "regime"]).size()
     n = int(seeds.min()) if len(seeds) else 0
     validation = study.metrics[(study.metrics["name"] == SUCCESS) & (study.metrics["step"] >= 1)]
@@ -123,11 +162,12 @@ def _reading(study: Study) -> str:
         f"{level} t interval mean +- t_{{{upper}, n-1}} sd / sqrt(n), the two-sided paired "
         "t-test p and the standardised effect d_z = mean / sd. Correlation checks use "
         "Spearman's rho over runs, its p and the Fisher-z interval "
-        f"tanh(atanh(rho) +- z_{{{upper}}} sqrt(1.06 / (n - 3))). **Multiplicity**: the p "
-        "values of one finding's checks, paired and correlation alike, are one family, "
-        "adjusted by Holm's step-down method (the i-th smallest of m times m - i + 1, kept "
-        "non-decreasing, capped at 1); the checks table shows the raw p and the adjusted "
-        "\"p (Holm)\". A check **holds** when its interval excludes 0 on the predicted side "
+        f"tanh(atanh(rho) +- z_{{{upper}}} sqrt(1.06 / (n - 3))). **Multiplicity**: one Holm "
+        "family per registry experiment: the p values of every check measured on one "
+        "experiment's runs, across all of its findings and sections, paired and correlation "
+        "alike, are adjusted together by Holm's step-down method (the i-th smallest of m times "
+        "m - i + 1, kept non-decreasing, capped at 1); each checks table shows the raw p and "
+        "the adjusted \"p (Holm)\" and names its family and its size. A check **holds** when its interval excludes 0 on the predicted side "
         f"and its Holm p is below {alpha}, is **contradicted** when its interval excludes 0 on "
         f"the other side and its Holm p is below {alpha}, and is **not detected** otherwise "
         "(an interval that excludes 0 is not enough once the family is accounted for); with "
@@ -142,9 +182,33 @@ def _reading(study: Study) -> str:
         f"sd sqrt((n-1) / chi2_{{{lower}, n-1}}): a \"not detected\" says little about "
         f"true differences below it.{factor} A finding holds when all of its checks hold, "
         "holds partly when some do, is contradicted when none holds and one is contradicted, "
-        "and is not detected otherwise. A run's **endpoint** for validation success and for "
+        "and is not detected otherwise. A study whose claim needs a regime has a **gate**: "
+        f"`{template.TEMPLATE}` tests PAPER.md's remedy only when at least {template.GATE} of 5 "
+        "unfiltered seeds end in template collapse by the sustained rule below; when a gate "
+        f"fails, its sections' verdict is \"{GATE_FAILED}\", whatever their checks show. A run's "
+        "**endpoint** for validation success and for "
         f"the MI proxies and entropy is the mean of its last K = {LAST_CHECKS} checks after "
-        f"the warm start, fewer when it has fewer (validation success here has {checks} per run).")
+        f"the warm start, fewer when it has fewer (validation success here has {checks} per run). "
+        f"A run's **reasoning regime** is read from a sustained signal, in every section: "
+        f"{sustained.rule()} (docs/diagnostics.md's rule: {sig.rule()}). One check never "
+        f"decides a regime: its first-turn retrieval accuracy is a share of n = P x G samples, "
+        f"with binomial sd sqrt(p(1-p)/n){_noise(everything)}.")
+
+
+def _noise(everything: Study) -> str:
+    """One check's retrieval noise at the template study's unfiltered endpoint, if run."""
+    study = everything.of(template.TEMPLATE)
+    if study.runs.empty:
+        return ""
+    unfiltered = template.unfiltered_runs(study)
+    ends = [end.retrieval for run_id in unfiltered["run_id"]
+            if (end := regime.endpoint_regime(study, run_id)) is not None]
+    if not ends:
+        return ""
+    samples = int((unfiltered["prompts"] * unfiltered["group_size"]).min())
+    p = sum(ends) / len(ends)
+    return (f"; in `{template.TEMPLATE}`, at its unfiltered seeds' mean endpoint retrieval, "
+            + sustained.noise(p, samples))
 
 
 def _design(results: Path, study, name: str) -> str:
@@ -165,21 +229,20 @@ def _design(results: Path, study, name: str) -> str:
             f"{config['threads']} torch thread(s) per run). Code at commit {commits}.")
 
 
-def _introduction(name: str, design: str) -> str:
+def _introduction(everything: Study, name: str, design: str) -> str:
     """Which experiment the findings below measure, and its design."""
     if name == POWERED:
         return ("The registry experiment `reproduction_powered` (registry.yaml) re-measures "
-                "PAPER.md's central findings with the tiny warm-started policy on this 2-core CPU "
-                "machine, with the power the first study (`reproduction`: 3 seeds, 20 iterations, "
-                "64 validation episodes) lacked: 5 paired seeds, 60 iterations, 256 validation "
-                "episodes and equal optimizer steps in every arm; the findings below are measured "
-                "on it alone. " + design)
+                "PAPER.md's central findings with the tiny warm-started policy on this CPU "
+                f"machine, with the power the first study (`{STUDY}`: {_plan(everything.of(STUDY))}) "
+                f"lacked: {_plan(everything.of(POWERED))}, seeds paired, and equal optimizer steps in "
+                "every arm; the findings below are measured on it alone. " + design)
     return ("The registry experiment `reproduction` (registry.yaml) re-measures PAPER.md's central "
-            "findings with the tiny warm-started policy on this 2-core CPU machine. " + design)
+            "findings with the tiny warm-started policy on this CPU machine. " + design)
 
 
 def _markdown(findings: list[Finding], later: list[Finding], readings: dict, introduction: str,
-              name: str, reading: str, out: Path, figure_dir: Path) -> str:
+              name: str, reading: str, out: Path, figure_dir: Path, everything: Study) -> str:
     figure_link = Path(os.path.relpath(figure_dir, out.parent))
     lines = [
         "# Reproducing the paper's findings at CPU scale",
@@ -190,8 +253,8 @@ def _markdown(findings: list[Finding], later: list[Finding], readings: dict, int
         introduction,
         "",
         "Later experiments close the page. `collapse_calibration` searched for a regime where "
-        "the paper's mechanism acts and `collapse` studied the one it chose (seeds paired, 60 "
-        "iterations, 256 validation episodes, equal optimizer steps per iteration in both arms); "
+        "the paper's mechanism acts and `collapse` studied the one it chose (paired: "
+        f"{_plan(everything.of(collapse.COLLAPSE))}, equal optimizer steps per iteration in both arms); "
         "what that regime provoked is degeneration, not template collapse, and its section is "
         f"named for it. `{TEMPLATE_CALIBRATION}`, `{TEMPLATE_CALIBRATION_LR}`, "
         f"`{TEMPLATE_CALIBRATION_KL}` and `{GRADIENTS}` searched again, with every regime tried "

@@ -170,4 +170,6 @@ def run_labels(config: dict) -> dict:
         "seed": config["seed"],
         "steps": config["steps"],
         "prompts": config["rollout"]["prompts"],
+        "group_size": config["rollout"]["group_size"],
+        "validation_episodes": config["validation"]["episodes"],
     }

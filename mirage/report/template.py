@@ -3,7 +3,8 @@ issue #32): in the regime the calibration chose, no filter against top-p 0.9 wit
 paired (the paper's remedy), and the controls that say what top-p adds: top-p with rho
 1.0 (it drops only the groups without reward variance), no filter with the regulariser
 scaled down to top-p's effective weight, and top-k 0.5. Each run's regime signature,
-per-seed curves per arm, and how many unfiltered seeds reached template collapse."""
+per-seed curves per arm, how many unfiltered seeds hold template collapse by the
+sustained rule (the gate), and whether reward variance fell without a filter."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from mirage.core.analysis import signature as sig
-from mirage.report import figures, regime
+from mirage.report import figures, induced, regime, sustained
 from mirage.report.findings import Finding
 from mirage.report.names import CHANCE, FORMAT, H_COND, RETRIEVAL, SUCCESS
 from mirage.report.paired import paired
@@ -64,27 +65,34 @@ def template_study(everything: Study, figure_dir: Path) -> list[Finding]:
 
     present = set(runs["arm"])
     modest = regime.count_modest_template_collapse(study, unfiltered)
-    gate = (f"{collapsed} of {len(unfiltered)} unfiltered seeds reached the template-collapse "
-            f"signature ({sig.rule()}); {modest} of them with H(Z|X) at most "
+    passed = collapsed >= GATE
+    gate = (f"{collapsed} of {len(unfiltered)} unfiltered seeds end in the template-collapse signature by "
+            f"the sustained rule ({sustained.rule()}; {sig.rule()}); {modest} of them with H(Z|X) at most "
             f"{sig.ENTROPY_BLOWUP:g} x its start there (the count had degeneration's entropy rule "
             f"come first); the comparison tests the paper's remedy only where at least {GATE} "
-            "of 5 do")
+            f"of 5 do, so the gate {'passed' if passed else 'failed'}")
     main = Finding(KEY, TITLE,
                    "Template collapse: without filtering the reasoning stops depending on the input "
                    "(first-turn retrieval falls to chance) while its entropy stays high and its format "
                    "valid; reward-variance filtering is the remedy: with top-p the reasoning keeps "
                    "depending on the input and success is higher (PAPER.md sections 1 and 4).")
+    main.gate = None if passed else gate
     main.evidence.append(gate[0].upper() + gate[1:] + ".")
+    if (noise := regime.noise_sentence(study, unfiltered, "unfiltered seeds")):
+        main.evidence.append(noise + ".")
+    variance, _ = induced.reward_variance(study, unfiltered)
+    if variance:
+        main.evidence.append(variance[0].upper() + variance[1:] + ".")
     if {TOP_P, NONE} <= present:
         main.checks.append(Check(f"first-turn retrieval acc. {TOP_P} - {NONE}", compare(RETRIEVAL, TOP_P, NONE), 1))
         main.checks.append(Check(f"success {TOP_P} - {NONE}", compare(SUCCESS, TOP_P, NONE), 1))
-    main.conclude()
+    main.conclude(TEMPLATE)
     main.tables.insert(0, ("Endpoints per run (mean of the last checks)", markdown_table(_endpoints(runs, ends))))
-    main.tables.append((f"Per run: the reasoning regimes it entered at its MI checks, each with its first "
-                        f"step, and the extremes over the run ({sig.rule()})",
-                        markdown_table(regime.signature_table(study, runs, ["arm"]))))
-    for caption, samples in regime.collapsed_samples(study, unfiltered)[:2]:
-        main.tables.append((caption, markdown_table(samples)))
+    main.tables.append((regime.signature_caption(), markdown_table(regime.signature_table(study, runs, ["arm"]))))
+    sentence, samples = regime.samples_at_endpoints(study, unfiltered, ["arm"])
+    main.tables += [(caption, markdown_table(table)) for caption, table in samples]
+    if sentence:
+        main.evidence.append(sentence)
     main.figure = figures.arm_seed_curves(study, runs.sort_values("arm", key=_arm_order), "arm", CURVES,
                                           figure_dir / "template_study_curves.png", chance=CHANCE)
     controls = Finding(CONTROLS_KEY, CONTROLS_TITLE,
@@ -99,28 +107,40 @@ def template_study(everything: Study, figure_dir: Path) -> list[Finding]:
             controls.checks.append(Check(f"success {TOP_P} - {other}", compare(SUCCESS, TOP_P, other), 1))
     if {TOP_K, NONE} <= present:
         controls.checks.append(Check(f"first-turn retrieval acc. {TOP_K} - {NONE}", compare(RETRIEVAL, TOP_K, NONE), 1))
-    controls.conclude()
+    controls.gate = main.gate  # the controls test the remedy in the same regime
+    controls.conclude(TEMPLATE)
     base = runs[runs["arm"] == NONE]
-    sources = [(GRADIENTS, f"experiment `{GRADIENTS}` (the first 20 iterations of this regime)")]
+    sources = [(GRADIENTS, regime.gradients_source(everything))]
     for caption, shares in regime.pre_collapse_shares(everything, base, sources):
         controls.tables.append((caption, markdown_table(shares)))
     return [main, controls]
 
 
 def headline(everything: Study) -> str:
-    """One sentence for the page's top: how many unfiltered seeds of the study reached
-    template collapse against the gate (empty without the study)."""
+    """The page's top line on the study: how its regime was induced, how many unfiltered
+    seeds hold template collapse by the sustained rule against the gate, and whether reward
+    variance fell (empty without the study)."""
     study = everything.of(TEMPLATE)
     if study.runs.empty:
         return ""
     _, unfiltered, collapsed = _gate(study)
+    how = f"In `{TEMPLATE}` (induced by {induced.induced_by(unfiltered)}), "
+    variance, _ = induced.reward_variance(study, unfiltered)
+    variance = f" Its {variance}." if variance else ""
     if collapsed >= GATE:
-        return (f"In `{TEMPLATE}`, {collapsed} of {len(unfiltered)} unfiltered seeds reached template "
-                "collapse, so its section tests PAPER.md's remedy.")
-    return (f"**The lab has not produced template collapse robustly:** in `{TEMPLATE}`, the regime "
-            f"chosen from every regime tried, {collapsed} of {len(unfiltered)} unfiltered seeds reached "
-            f"it, below the {GATE} of 5 the study needs to test PAPER.md's remedy; its section reports "
-            "what was measured instead.")
+        return (how + f"{collapsed} of {len(unfiltered)} unfiltered seeds end in template collapse by "
+                f"the sustained rule (the mean of their last {sustained.K} MI checks), so its section tests "
+                "PAPER.md's remedy." + variance)
+    return ("**The lab has not produced template collapse robustly:** " + how + "the regime chosen from "
+            f"every regime tried, {collapsed} of {len(unfiltered)} unfiltered seeds end in it by the sustained "
+            f"rule (the mean of their last {sustained.K} MI checks), below the {GATE} of 5 the study needs: "
+            "its gate failed, so PAPER.md's remedy is not tested and its verdicts read \"gate failed: no "
+            "verdict\"." + variance)
+
+
+def unfiltered_runs(study: Study) -> pd.DataFrame:
+    """The study's runs of the unfiltered arm (not the rescaled-regulariser one)."""
+    return study.runs[arms(study.runs) == NONE]
 
 
 def _gate(study: Study) -> tuple[pd.DataFrame, pd.DataFrame, int]:

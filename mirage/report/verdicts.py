@@ -14,8 +14,11 @@ CONTRADICTED = "contradicted"
 NOT_DETECTED = "not detected"
 TOO_FEW = "too few seeds"
 PARTLY = "holds partly"  # a finding only: some of its checks hold, not all
+# a finding only: its study's gate (the regime it tests a claim in) failed, so its checks
+# test nothing of the claim and it has no verdict, whatever they show
+GATE_FAILED = "gate failed: no verdict"
 CHECK_VERDICTS = (HOLDS, CONTRADICTED, NOT_DETECTED, TOO_FEW)
-FINDING_VERDICTS = (HOLDS, PARTLY, CONTRADICTED, NOT_DETECTED, TOO_FEW)
+FINDING_VERDICTS = (HOLDS, PARTLY, CONTRADICTED, NOT_DETECTED, TOO_FEW, GATE_FAILED)
 ALPHA = round(1 - CONFIDENCE, 12)  # 0.05, not 1 - 0.95 = 0.05000000000000004
 
 
@@ -38,7 +41,8 @@ def verdict(comparison: Paired | Correlation, direction: int, p_adjusted: float 
 @dataclass(frozen=True)
 class Check:
     """One directional prediction tested by an interval; ``p_adjusted`` is its p value
-    Holm-adjusted over its finding's checks (None until the finding sets it)."""
+    Holm-adjusted over its family, every check of its registry experiment (None until
+    the finding sets it)."""
 
     label: str
     comparison: Paired | Correlation
@@ -56,9 +60,12 @@ def holm_adjusted(checks: list[Check]) -> list[Check]:
     return [replace(check, p_adjusted=p) for check, p in zip(checks, adjusted)]
 
 
-def finding_verdict(checks: list[Check]) -> str:
-    """All checks hold: holds; some: holds partly; none, and one is contradicted:
-    contradicted; none and every check lacks seeds: too few seeds; else not detected."""
+def finding_verdict(checks: list[Check], gate_passed: bool = True) -> str:
+    """A failed gate: gate failed (no verdict). Else all checks hold: holds; some: holds
+    partly; none, and one is contradicted: contradicted; none and every check lacks seeds:
+    too few seeds; else not detected."""
+    if not gate_passed:
+        return GATE_FAILED
     verdicts = [check.verdict for check in checks]
     if verdicts and all(v == HOLDS for v in verdicts):
         return HOLDS

@@ -9,6 +9,7 @@ import pytest
 
 from mirage.core.config.run_config import RunConfig
 from mirage.core.store.run_store import RunStore
+from mirage.report import sustained
 from mirage.report.collapse import collapse_study
 from mirage.report.results import export_study, read_study
 
@@ -89,13 +90,17 @@ def test_report_exports_the_named_experiments_and_renders_the_collapse_section(s
     assert code == 2 and "no finished run of experiment 'nothing'" in stderr
 
 
-def test_signature_lists_each_regime_entered_with_its_first_step(tmp_path):
+def test_signature_reads_the_regime_from_a_sustained_signal(tmp_path):
+    """Per run: the regime of its endpoint (mean of the last 3 checks after the warm start),
+    the regimes held for 3 consecutive checks with the first step of each, the single
+    template-collapse checks counted, and the extremes."""
     from mirage.report import regime
 
     store = RunStore(tmp_path / "runs.duckdb")
     store.create_run("r", _config({"name": "none"}, 0), [], None, experiment="collapse", seed=0)
     # (retrieval, H(Z|X), format validity); chance 0.125, so "at chance" is <= 0.225
-    readings = [(0.9, 0.2, 1.0), (0.3, 0.1, 0.9), (0.15, 0.1, 0.8), (0.14, 0.3, 0.95), (0.14, 0.3, 0.7)]
+    readings = [(0.9, 0.2, 1.0), (0.3, 0.1, 0.9), (0.35, 0.1, 0.9), (0.4, 0.1, 0.9), (0.15, 0.1, 0.8),
+                (0.14, 0.3, 0.95), (0.14, 0.3, 0.95), (0.14, 0.3, 0.95), (0.2, 0.3, 0.95), (0.3, 0.3, 0.95)]
     for step, (acc, h, fmt) in enumerate(readings):
         store.record_step("r", 5 * step, {
             "mi/first_turn/retrieval_acc": acc, "mi/first_turn/retrieval_chance": 0.125,
@@ -103,13 +108,37 @@ def test_signature_lists_each_regime_entered_with_its_first_step(tmp_path):
     store.set_status("r", "finished")
     export_study(tmp_path / "runs.duckdb", tmp_path / "results", ("collapse",))
     found = regime.signature(read_study(tmp_path / "results"), "r")
-    # step 5 still tells inputs apart at half the entropy; step 10 is at chance at half the
-    # entropy; step 15 at chance with entropy 1.5x and a valid format; step 20 breaks it
-    assert found["regimes (first step)"] == ("diverse 0; compressed 5; low-entropy collapse 10; "
-                                             "template collapse 15; format breaking 20")
-    assert found["template collapse at"] == "step 15" and found["format valid there"] == 0.95
-    assert found["last regime"] == "format breaking"
+    # steps 5-15 tell inputs apart at half the entropy (compressed, held from 5); step 20 is
+    # at chance at half the entropy (one check: not held); 25-40 at chance with entropy 1.5x
+    # and a valid format (template collapse, held from 25); step 45 is input-dependent again
+    assert found[f"held {sustained.K} checks (first step)"] == "compressed 5; template collapse 25"
+    assert found["single checks in template collapse"] == "4 of 10"
+    # endpoint: steps 35, 40, 45 -> retrieval (0.14 + 0.2 + 0.3) / 3 = 0.213 <= 0.225, H 1.5x
+    assert found["retrieval (endpoint)"] == pytest.approx(0.64 / 3)
+    assert found["regime (endpoint)"] == "template collapse"
+    assert found["H(Z|X) / start (endpoint)"] == pytest.approx(1.5)
     assert found["lowest retrieval"] == 0.14 and found["highest H(Z|X) / start"] == pytest.approx(1.5)
+
+
+def test_one_check_at_chance_is_no_regime(tmp_path):
+    """A single check that dips under chance + 0.1 (by one or two samples) is neither an
+    entered regime nor the run's regime: the gate counts endpoints."""
+    from mirage.report import regime
+
+    store = RunStore(tmp_path / "runs.duckdb")
+    store.create_run("r", _config({"name": "none"}, 0), [], None, experiment="collapse", seed=0)
+    for step, acc in enumerate([0.9, 0.26, 0.25, 0.21, 0.24, 0.25]):
+        store.record_step("r", 5 * step, {
+            "mi/first_turn/retrieval_acc": acc, "mi/first_turn/retrieval_chance": 0.125,
+            "mi/first_turn/h_cond": 0.4, "mi/first_turn/format_valid": 1.0})
+    store.set_status("r", "finished")
+    export_study(tmp_path / "runs.duckdb", tmp_path / "results", ("collapse",))
+    study = read_study(tmp_path / "results")
+    found = regime.signature(study, "r")
+    assert found["single checks in template collapse"] == "1 of 6"
+    assert "template collapse" not in found[f"held {sustained.K} checks (first step)"]
+    assert found["regime (endpoint)"] == "diverse"  # (0.21 + 0.24 + 0.25) / 3 = 0.233 > 0.225
+    assert regime.count_regime(study, study.runs, "template collapse") == 0
 
 
 def test_export_merges_several_stores_and_lists_every_calibration_cell(store, tmp_path):
@@ -134,26 +163,28 @@ def test_export_merges_several_stores_and_lists_every_calibration_cell(store, tm
     # 0.3: retrieval 0.9 - 0.6 = 0.3 at step 20, never within 0.1 of chance, while H(Z|X)
     # grows 0.2 -> 6.2; with 0.1 it reaches 0.7 (3.5x its start) at step 5: both runs
     # degenerate there by the entropy rule, though every response parses
-    assert list(table["template collapse at"]) == ["never", "never"]
-    assert list(table["regimes (first step)"]) == ["diverse 0; degeneration 5"] * 2
+    assert list(table["regime (endpoint)"]) == ["degeneration", "degeneration"]
+    assert list(table[f"held {sustained.K} checks (first step)"]) == ["degeneration 5"] * 2
+    assert list(table["single checks in template collapse"]) == ["0 of 5"] * 2
     assert table["lowest retrieval"].tolist() == pytest.approx([0.7, 0.3])
 
 
-def test_degeneration_is_the_first_check_where_fewer_than_half_the_responses_parse(tmp_path):
+def test_degeneration_begins_at_the_first_of_three_consecutive_degenerate_checks(tmp_path):
     from mirage.report import regime
 
     store = RunStore(tmp_path / "runs.duckdb")
     store.create_run("r", _config({"name": "none"}, 0), [], None, experiment="collapse", seed=0)
-    for step, fmt in enumerate([1.0, 0.9, 0.4, 0.0]):
+    # a single check below half the responses parsing (step 10) is no onset; 20-30 is
+    for step, fmt in enumerate([1.0, 0.9, 0.4, 0.9, 0.4, 0.0, 0.0]):
         store.record_step("r", 5 * step, {
             "mi/first_turn/retrieval_acc": 0.9, "mi/first_turn/retrieval_chance": 0.125,
             "mi/first_turn/h_cond": 0.2, "mi/first_turn/format_valid": fmt})
     store.set_status("r", "finished")
     export_study(tmp_path / "runs.duckdb", tmp_path / "results", ("collapse",))
     found = regime.signature(read_study(tmp_path / "results"), "r")
-    assert found["regimes (first step)"] == "diverse 0; degeneration 10"
-    assert found["template collapse at"] == "never"
-    assert regime.degenerate_step(read_study(tmp_path / "results"), "r") == 10.0
+    assert found[f"held {sustained.K} checks (first step)"] == "degeneration 20"
+    assert found["regime (endpoint)"] == "degeneration"
+    assert regime.degenerate_step(read_study(tmp_path / "results"), "r") == 20.0
 
 
 def test_a_run_that_never_degenerates_is_censored_one_check_past_its_last(tmp_path):

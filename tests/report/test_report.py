@@ -15,7 +15,9 @@ from mirage.report.results import (
 )
 from mirage.report.summary import LAST_CHECKS, by_seed, change, endpoint, markdown_table, over_seeds
 from mirage.report.paired import detectable_factor, sd_range
-from mirage.report.verdicts import CHECK_VERDICTS, FINDING_VERDICTS, NOT_DETECTED, TOO_FEW
+from mirage.report import regime, sustained, template
+from mirage.report.verdicts import (CHECK_VERDICTS, FINDING_VERDICTS, GATE_FAILED, HOLDS, NOT_DETECTED, PARTLY,
+                                    TOO_FEW)
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "results" / "reproduction"
@@ -91,6 +93,71 @@ def _assert_checks_follow_the_holm_rule(text: str) -> None:
                 assert row["verdict"] == NOT_DETECTED, row
             if "detectable (80%)" in row:
                 assert re.fullmatch(r"\d+\.\d{3} \(\d+\.\d{3}-\d+\.\d{3}\)", row["detectable (80%)"]), row
+
+
+def _verdict_table(text: str) -> dict[str, str]:
+    """Finding key -> verdict, from the page's verdict table."""
+    table = text.split("## Verdicts\n\n")[1].split("\n\n")[0].splitlines()[2:]
+    return {cells[0]: cells[-1] for cells in map(_cells, table)}
+
+
+def test_no_verdict_above_what_its_gate_allows(rendered):
+    """The verdict table against the gates, recomputed from the committed results: a study
+    whose gate failed (fewer than GATE unfiltered seeds ending in template collapse by the
+    sustained rule) shows "gate failed: no verdict" for both of its sections, never "holds"
+    or "holds partly"; the top line and the section say the same count."""
+    text = rendered[0].read_text()
+    verdicts = _verdict_table(text)
+    study = read_study(RESULTS).of(template.TEMPLATE)
+    unfiltered = template.unfiltered_runs(study)
+    collapsed = regime.count_regime(study, unfiltered, "template collapse")
+    for key in (template.KEY, template.CONTROLS_KEY):
+        if collapsed < template.GATE:
+            assert verdicts[key] == GATE_FAILED, (key, verdicts[key])
+        else:
+            assert verdicts[key] != GATE_FAILED
+    if collapsed < template.GATE:
+        assert HOLDS not in {verdicts[template.KEY], verdicts[template.CONTROLS_KEY]}
+        assert PARTLY not in {verdicts[template.KEY], verdicts[template.CONTROLS_KEY]}
+    top = text.split("## How to read the verdicts")[0]
+    assert (f"{collapsed} of {len(unfiltered)} unfiltered seeds end in it by the sustained rule" in top
+            or f"{collapsed} of {len(unfiltered)} unfiltered seeds end in template collapse by the sustained rule" in top)
+    section = text.split(f"## {template.TITLE}")[1].split("\n## ")[0]
+    assert f"{collapsed} of {len(unfiltered)} unfiltered seeds end in the template-collapse signature" in section
+    # every gate-free section's verdict follows from its checks alone
+    assert set(verdicts.values()) <= set(FINDING_VERDICTS)
+    assert [key for key, verdict in verdicts.items() if verdict == GATE_FAILED] in (
+        [], [template.KEY, template.CONTROLS_KEY])
+
+
+def test_the_page_reads_regimes_by_the_sustained_rule_everywhere(rendered):
+    """The rule is stated once in "How to read the verdicts" with one check's noise, every
+    per-run regime table carries it, each checks table names its experiment's one family,
+    and the top line says how each regime was induced and whether reward variance fell."""
+    text = rendered[0].read_text()
+    reading = text.split("## How to read the verdicts")[1].split("\n## ")[0]
+    assert sustained.rule() in reading and "binomial sd sqrt(p(1-p)/n)" in reading and "n = 128" in reading
+    assert "one Holm family per registry experiment" in reading and GATE_FAILED in reading
+    assert "| regimes (first step) |" not in text and "| template collapse at |" not in text  # single-check columns
+    captions = re.findall(r"\*(Per run: its regime at the endpoint[^*]*)\*", text)
+    assert len(captions) >= 3 and all(sustained.rule() in caption for caption in captions)
+    families = re.findall(r"Holm-adjusted over every check of experiment `([a-z_]+)` \(one family of (\d+)\)", text)
+    assert len(families) == 10
+    sizes = {}
+    for experiment, size in families:
+        assert sizes.setdefault(experiment, size) == size  # one family, one size per experiment
+    assert sizes["template_collapse"] == "7"
+    top = text.split("## How to read the verdicts")[0]
+    assert top.count("induced by ") >= 3 and top.count("reward variance ") >= 3
+    assert "an entropy bonus 0.3, a KL term 3 towards a reference fine-tuned to reason in input-agnostic" in top
+
+
+def test_the_notes_quote_no_measured_number():
+    """Every measured value on the page is computed by `core report`; the researcher's
+    readings name settings (coefficients, seeds) but quote no measurement that could drift
+    from the results: no number with two or more decimals, no percentage, no "Nx" factor."""
+    notes = (REPO / "results" / "reproduction.notes.yaml").read_text()
+    assert not re.findall(r"\d\.\d\d|\d+ ?%|\b\d+(\.\d+)?x\b", notes)
 
 
 def test_committed_report_is_what_the_command_renders(rendered):

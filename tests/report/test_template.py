@@ -1,7 +1,8 @@
 """The template-collapse study's sections (mirage/report/template.py) on a synthetic store:
 the arms (the rescaled regulariser named by its factor), the remedy's and the controls'
 paired checks over the seeds both arms finished, and the gate that counts unfiltered seeds
-reaching template collapse."""
+ending in template collapse by the sustained rule: a failed gate leaves both sections
+without a verdict."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from mirage.core.config.run_config import RunConfig
 from mirage.core.store.run_store import RunStore
 from mirage.report.results import export_study, read_study
 from mirage.report.template import CONTROLS_KEY, KEY, headline, template_study
+from mirage.report.verdicts import GATE_FAILED
 
 STEPS = (0, 20, 40, 60)
 # arm -> (filter, rho, entropy coef, KL coef, retrieval it falls to)
@@ -29,18 +31,17 @@ def _config(flt: str, rho: float, entropy: float, kl: float, seed: int) -> dict:
     return config
 
 
-@pytest.fixture
-def results(tmp_path):
+def _results(tmp_path, seeds=(0, 1, 2)):
     store = RunStore(tmp_path / "runs.duckdb")
     for arm, (flt, rho, entropy, kl, floor) in ARMS.items():
-        for seed in (0, 1, 2):
+        for seed in seeds:
             if arm == "top-p 0.9" and seed == 2:
                 continue  # a study still running: seed 2 has no top-p run yet
             run_id = f"{arm}-{seed}"
             store.create_run(run_id, _config(flt, rho, entropy, kl, seed), [], None,
                              experiment="template_collapse", seed=seed)
             for step in STEPS:
-                fall = step / STEPS[-1]
+                fall = min(1.0, step / STEPS[1])  # at its floor from the first check on
                 store.record_step(run_id, step, {
                     "mi/first_turn/retrieval_acc": 0.9 - fall * (0.9 - floor) + SPREAD[arm] * seed * fall,
                     "mi/first_turn/retrieval_chance": 0.125, "mi/first_turn/h_cond": 0.2 + 0.3 * fall,
@@ -50,25 +51,45 @@ def results(tmp_path):
     return read_study(tmp_path / "results")
 
 
+@pytest.fixture
+def results(tmp_path):
+    return _results(tmp_path)
+
+
 def test_remedy_controls_and_gate(results, tmp_path):
     main, controls = template_study(results, tmp_path / "img")
     assert (main.key, controls.key) == (KEY, CONTROLS_KEY)
     checks = {check.label: check for check in main.checks + controls.checks}
     remedy = checks["first-turn retrieval acc. top-p 0.9 - none"].comparison
     assert remedy.n == 2  # seeds 0 and 1: the ones both arms finished
-    # endpoints are the last 3 checks after the warm start (20, 40, 60): 1/3, 2/3, 1 of the fall
-    assert remedy.mean == pytest.approx((0.45 - 0.15) * 2 / 3, abs=0.03)
+    # endpoints are the last 3 checks after the warm start (20, 40, 60), all at the floor
+    assert remedy.mean == pytest.approx(0.45 - 0.15, abs=0.01)
     assert set(checks) >= {"first-turn retrieval acc. top-p 0.9 - top-p 1",
                            "first-turn retrieval acc. top-p 0.9 - none, regulariser x0.5",
                            "first-turn retrieval acc. top-k 0.5 - none"}
     # every unfiltered seed ends within 0.1 of chance, H(Z|X) 2.5x its start, format valid
-    assert main.evidence[0].startswith("3 of 3 unfiltered seeds reached the template-collapse signature")
+    assert main.evidence[0].startswith("3 of 3 unfiltered seeds end in the template-collapse "
+                                       "signature by the sustained rule")
     assert "3 of them with H(Z|X) at most 3 x its start" in main.evidence[0]
+    assert main.evidence[0].endswith("so the gate failed.")
     assert (tmp_path / "img" / main.figure).stat().st_size > 1000
-    # fewer than the gate's 4 seeds collapsed (3 seeds ran): the page's top says so
-    assert "3 of 3 unfiltered seeds reached it, below the 4 of 5" in headline(results)
+    # fewer than the gate's 4 seeds collapsed (3 seeds ran): the page's top says so, and
+    # neither section has a verdict, whatever its checks show
+    top = headline(results)
+    assert "3 of 3 unfiltered seeds end in it by the sustained rule" in top and "below the 4 of 5" in top
+    assert "induced by an entropy bonus 0.3, a KL term 3 towards the starting policy" in top
+    assert checks["first-turn retrieval acc. top-p 0.9 - none"].verdict == "holds"
+    assert main.verdict == controls.verdict == GATE_FAILED
     signatures = next(table for caption, table in main.tables if caption.startswith("Per run"))
-    assert signatures.count("| none | ") == 3 and "template collapse 60" in signatures
+    assert signatures.count("| none | ") == 3 and "template collapse 20" in signatures
+
+
+def test_a_passed_gate_gives_the_checks_verdict(tmp_path):
+    main, controls = template_study(_results(tmp_path, seeds=(0, 1, 2, 3)), tmp_path / "img")
+    assert main.evidence[0].startswith("4 of 4 unfiltered seeds end in the template-collapse signature")
+    assert main.evidence[0].endswith("so the gate passed.")
+    # both arms' retrieval and success differ in every seed: the checks hold, and so does the finding
+    assert main.gate is None and controls.gate is None and main.verdict == "holds"
 
 
 def test_no_runs_no_sections(tmp_path):
