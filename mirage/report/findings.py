@@ -211,9 +211,10 @@ def step_time(study: Study, figure_dir: Path) -> Finding:
                 paired(_arm(env_frame, env_frame, "step without diagnostics", filter=flt),
                        _arm(env_frame, env_frame, "step without diagnostics", filter="none")), -1))
     finding.conclude(experiment_of(study))
-    finding.tables.insert(0, ("Mean seconds per iteration over training (2 cells sharing 2 cores, "
-                              "one torch thread each); the diagnostics' time is left out, they run "
-                              "every few steps", markdown_table(pd.DataFrame(rows))))
+    threads = " or ".join(sorted({str(t) for t in runs["threads"]}))
+    finding.tables.insert(0, ("Mean seconds per iteration over training (cells sharing the machine's "
+                              f"cores, {threads} torch thread(s) each); the diagnostics' time is left out, "
+                              "they run every few steps", markdown_table(pd.DataFrame(rows))))
     if rows:
         finding.figure = figures.step_time_bars(pd.DataFrame(rows), figure_dir / "finding3_step_time.png")
     return finding

@@ -67,7 +67,8 @@ def _measured(measure, study: Study, everything: Study, figure_dir: Path) -> Fin
 CALIBRATIONS = {  # experiment -> its section's title
     CALIBRATION: f"Finding the collapse regime (experiment `{CALIBRATION}`)",
     TEMPLATE_CALIBRATION: f"Looking for template collapse (experiment `{TEMPLATE_CALIBRATION}`)",
-    TEMPLATE_CALIBRATION_LR: f"Looking for template collapse: lr 1e-3 (experiment `{TEMPLATE_CALIBRATION_LR}`)",
+    TEMPLATE_CALIBRATION_LR: ("Looking for template collapse: lr {lr} (experiment "
+                              f"`{TEMPLATE_CALIBRATION_LR}`)"),
     TEMPLATE_CALIBRATION_KL: ("Looking for template collapse: the templated reference pulled harder "
                               f"(experiment `{TEMPLATE_CALIBRATION_KL}`)"),
 }
@@ -91,7 +92,8 @@ def _calibrations(study: Study, readings: dict) -> str:
         table = regime.calibration_table(study, experiment)
         if table is None:
             continue
-        lines += ["", f"## {title}", "",
+        lr = " or ".join(f"{value:g}" for value in sorted(study.of(experiment).runs["lr"].unique()))
+        lines += ["", f"## {title.replace('{lr}', lr)}", "",
                   "Every cell the sweep ran, all from one warm start: the settings that differ "
                   "between its cells, the endpoints (mean of the last checks), then "
                   f"{regime.signature_caption()[0].lower() + regime.signature_caption()[1:]}.", "",

@@ -172,4 +172,5 @@ def run_labels(config: dict) -> dict:
         "prompts": config["rollout"]["prompts"],
         "group_size": config["rollout"]["group_size"],
         "validation_episodes": config["validation"]["episodes"],
+        "threads": config.get("threads", 1),
     }
