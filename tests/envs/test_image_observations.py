@@ -10,6 +10,7 @@ import re
 
 import numpy as np
 import pytest
+from checkpoints import save_text_checkpoint
 
 from mirage.core.config.run_config import EnvConfig
 from mirage.core.rl.demos import collect_demonstrations
@@ -149,23 +150,9 @@ def test_the_observation_option_is_part_of_the_config_identity():
         {"env": {"name": "frozenlake", "options": {}}}).run_hash()
 
 
-def text_checkpoint(target):
-    """A tiny text-only causal LM saved like a Hugging Face checkpoint."""
-    from mirage.plugins.backend_local.model import build_tiny_model
-    from mirage.plugins.backend_local.options import LocalOptions
-    from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
-
-    tokenizer = build_word_tokenizer(["a b c"])
-    model = build_tiny_model(LocalOptions(hidden=16, layers=1, heads=2), len(tokenizer), tokenizer.pad_token_id,
-                             tokenizer.eos_token_id, tokenizer.bos_token_id)
-    model.save_pretrained(target)
-    tokenizer.save_pretrained(target)
-    return target
-
-
 def test_image_observations_are_refused_where_nothing_can_see_them(cli, make_config_file, tmp_path):
     db = tmp_path / "runs.duckdb"
-    text_only = text_checkpoint(tmp_path / "text-model")
+    text_only = save_text_checkpoint(tmp_path / "text-model")
     for env, model, message in [
         ("countdown", {}, "error: env 'countdown' has no image observations (env.options.observation); "
                           "environments that show pictures: frozenlake, sokoban"),

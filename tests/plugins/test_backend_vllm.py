@@ -58,6 +58,16 @@ def metrics_by_step(db: Path, run_id: str) -> dict[tuple[int, str], float]:
     return {(step, name): value for step, name, value in RunStore(db).metrics(run_id)}
 
 
+def run_both(data: dict, tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """The run of ``data`` on the local backend and on the vllm one: (store, run id) each."""
+    runs = {}
+    for backend in ("local", "vllm"):
+        data["model"]["backend"] = backend
+        db = tmp_path / f"{backend}.duckdb"
+        runs[backend] = (db, execute(build_config(data), db, progress=False))
+    return runs
+
+
 @pytest.mark.slow  # two whole runs: 11 s
 # ------------------------------------------------------------------ the run, end to end
 def test_matches_the_local_backend_when_sampling_is_deterministic(fake_vllm, tiny_config, tmp_path):
@@ -66,11 +76,7 @@ def test_matches_the_local_backend_when_sampling_is_deterministic(fake_vllm, tin
     # same tokens, so the same trainer computes the same update on the same batch.
     data = engine_config(tiny_config, steps=2, rollout={"temperature": 1e-6},
                          validation={"temperature": 1e-6})
-    runs = {}
-    for backend in ("local", "vllm"):
-        data["model"]["backend"] = backend
-        db = tmp_path / f"{backend}.duckdb"
-        runs[backend] = (db, execute(build_config(data), db, progress=False))
+    runs = run_both(data, tmp_path)
     local, vllm_run = (metrics_by_step(*runs[name]) for name in ("local", "vllm"))
     shared = {key for key in local if not key[1].startswith(("time/", "backend/"))}
     assert shared == {key for key in vllm_run if not key[1].startswith(("time/", "backend/"))}
@@ -429,11 +435,7 @@ def test_image_runs_give_the_engine_the_pictures_and_match_the_local_backend(fak
     data["env"] = {"name": "frozenlake", "options": {"observation": "image"}}
     data["model"]["options"] |= {"layers": 1, "vision_hidden": 16, "vision_layers": 1,
                                  "warmstart_episodes": 20, "warmstart_steps": 5, "warmstart_batch": 8}
-    runs = {}
-    for backend in ("local", "vllm"):
-        data["model"]["backend"] = backend
-        db = tmp_path / f"{backend}.duckdb"
-        runs[backend] = (db, execute(build_config(data), db, progress=False))
+    runs = run_both(data, tmp_path)
     local, engine = (metrics_by_step(*runs[name]) for name in ("local", "vllm"))
     shared = {key for key in local if not key[1].startswith(("time/", "backend/"))}
     assert all(engine[key] == pytest.approx(local[key], rel=1e-5, abs=1e-7) for key in shared)

@@ -14,6 +14,7 @@ import numpy
 import pytest
 import torch
 import transformers
+from checkpoints import save_text_checkpoint
 from qwen2_vl_checkpoint import MERGE, PATCH, save_checkpoint
 
 from mirage.core.errors import ConfigError
@@ -159,20 +160,6 @@ def test_a_run_in_image_mode_trains_a_step_and_stores_its_metrics(family, algori
         assert store.metrics(run["run_id"], "update/critic_grad_norm")[0][2] > 0
 
 
-def text_only(target):
-    """A tiny text-only causal LM saved like a Hugging Face checkpoint."""
-    from mirage.plugins.backend_local.model import build_tiny_model
-    from mirage.plugins.backend_local.options import LocalOptions
-    from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
-
-    tokenizer = build_word_tokenizer(["a b c"])
-    model = build_tiny_model(LocalOptions(hidden=16, layers=1, heads=2), len(tokenizer), tokenizer.pad_token_id,
-                             tokenizer.eos_token_id, tokenizer.bos_token_id)
-    model.save_pretrained(target)
-    tokenizer.save_pretrained(target)
-    return target
-
-
 def broken(checkpoint, target, how: str):
     """A copy of the checkpoint made unreadable for pictures in one way."""
     import shutil
@@ -201,7 +188,7 @@ REFUSALS = {
 
 @pytest.mark.parametrize("how", list(REFUSALS))
 def test_a_checkpoint_that_cannot_read_the_pictures_is_refused_before_the_run(how, checkpoint, tmp_path):
-    target = text_only(tmp_path / "model") if how == "text only" else broken(checkpoint, tmp_path / "model", how)
+    target = save_text_checkpoint(tmp_path / "model") if how == "text only" else broken(checkpoint, tmp_path / "model", how)
     config = build_config({**DATA, "model": {"path": str(target)}})
     with pytest.raises(ConfigError) as refused:
         validate_config(config, build_plugins())
