@@ -70,7 +70,9 @@ def noise_sentence(study: Study, runs: pd.DataFrame, what: str) -> str:
     p = sum(end.retrieval for end in ends) / len(ends)
     line = sum(end.chance for end in ends) / len(ends) + sig.RETRIEVAL_MARGIN
     collapsed = sum(end.regime == sig.TEMPLATE_COLLAPSE for end in ends)
-    return (f"By the sustained rule {collapsed} of {len(ends)} {what} end in template collapse; their "
+    at_chance = sum(end.retrieval <= end.chance + sig.RETRIEVAL_MARGIN for end in ends)
+    return (f"By the sustained rule {collapsed} of {len(ends)} {what} end in template collapse and "
+            f"{at_chance} have an endpoint retrieval at or below chance + {sig.RETRIEVAL_MARGIN:g}; their "
             f"mean endpoint retrieval is {p:.3f} (chance + {sig.RETRIEVAL_MARGIN:g} = {line:.3f}), where "
             f"{sustained.noise(p, samples)}, so a single check below the margin decides nothing")
 
