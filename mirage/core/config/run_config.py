@@ -224,6 +224,19 @@ class AlgorithmConfig(_Section):
             self.overlong_buffer = max(1, round(0.2 * max_new_tokens))
 
 
+class LoraConfig(_Section):
+    """Low-rank adapters on the policy (peft's LoRA; docs/scaling.md): only the adapters
+    train and hold optimizer state, the KL reference is the base with the adapters
+    disabled, and PPO's critic trains its own adapter and value head on the same frozen base."""
+
+    rank: int = Field(8, ge=1, description="r, the adapters' rank (at most the model's hidden size)")
+    alpha: float = Field(16.0, gt=0, description="LoRA alpha: the adapters' update is scaled by alpha / rank")
+    dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the adapters' input while training")
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        "all-linear", description="names of the modules that get adapters (e.g. [q_proj, v_proj]), "
+        "or all-linear: every linear layer but the output head")
+
+
 class ModelConfig(_Section):
     """The policy and the backend that runs it. ``path`` loads any Hugging Face causal LM;
     otherwise the backend builds its own (the local backend: a tiny model warm-started on
@@ -261,6 +274,10 @@ class ModelConfig(_Section):
         "fsdp: the same, with the update's weights, gradients and optimizer state sharded over "
         "the processes by torch's FSDP2 (local backend; sampling and scoring on a full copy); "
         "none: one process, sampling from one stream per step",
+    )
+    lora: LoraConfig | None = Field(
+        None, description="train low-rank adapters (peft's LoRA) instead of every weight, e.g. "
+        "--set model.lora.rank=8; None: every weight trains (docs/scaling.md)",
     )
 
 
