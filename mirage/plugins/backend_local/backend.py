@@ -15,10 +15,10 @@ from mirage.core.config.run_config import RunConfig
 from mirage.core.rl.backend import Backend, CrossScores, PolicyOutput
 from mirage.core.rl.image import Image
 from mirage.core.rl.prompt import images_of
-from mirage.plugins.backend_local import (chat_template, cross_scoring, decode, precision, reference, saved_processor,
-                                          sharding, vision)
+from mirage.plugins.backend_local import (chat_template, cross_scoring, decode, lora, precision, reference,
+                                          saved_processor, sharding, vision)
 from mirage.plugins.backend_local import model as model_lib
-from mirage.plugins.backend_local.critic import ValueModel
+from mirage.plugins.backend_local.critic import AdapterValueModel, ValueModel
 from mirage.plugins.backend_local.options import LocalOptions
 from mirage.plugins.backend_local.warmstart import warm_start
 
@@ -47,6 +47,8 @@ class LocalBackend(Backend):
         self._critic_lr = None
         self.sharded: sharding.ShardedPolicy | None = None  # fsdp: the training copy, made at the first step
         self._optimizer_to_save: dict | None = None  # fsdp: the shards' optimizer, gathered for a checkpoint
+        self.adapters: lora.Adapters | None = None  # model.lora: the policy's adapters (lora.py)
+        self._base_reference = False  # model.lora: the reference is the base, adapters disabled
 
     # ------------------------------------------------------------------ setup
     @classmethod
@@ -64,9 +66,23 @@ class LocalBackend(Backend):
         if config.model.options.get("reference_env_options") and config.algorithm.kl_coef == 0:
             return ("model.options.reference_env_options sets the KL reference, but algorithm.kl_coef "
                     "is 0, so no KL term would read it; set algorithm.kl_coef > 0 or drop the option")
+        if config.model.lora is not None and (problem := cls.lora_problem(config)):
+            return problem
         if not config.model.path:
             return None
         return model_lib.model_source_error(config.model.path) or saved_processor.problem(config.model.path)
+
+    @classmethod
+    def lora_problem(cls, config: RunConfig) -> str | None:
+        """Why ``model.lora`` cannot adapt the policy (read from its shape alone), or None."""
+        if config.model.parallel == "fsdp":
+            return ("model.lora with model.parallel fsdp: the adapters are small enough to train "
+                    "whole on every rank; use model.parallel ddp")
+        options = cls.Options(**config.model.options)
+        if config.model.path and (problem := model_lib.model_source_error(config.model.path)):
+            return problem
+        skeleton = lora.skeleton(config, options.hidden, options.layers, options.heads)
+        return None if skeleton is None else lora.problem(config.model.lora, skeleton)
 
     def prepare(self, env_cls, cache_dir: Path, *, progress: bool = True) -> dict[str, Any]:
         cfg = self.config.model
@@ -87,11 +103,13 @@ class LocalBackend(Backend):
             for p in self._reference.parameters():
                 p.requires_grad_(False)
             facts |= made
-        self.model.to(self.device)  # the warm start trained (and cached) it in float32 on the CPU
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=self.config.algorithm.lr, weight_decay=0.0
-        )
         facts["parameters"] = model_lib.parameter_count(self.model)
+        if cfg.lora is not None:  # the base's count above; the adapters' in the facts
+            self.adapters = lora.Adapters(self.model, cfg.lora, seed=self.config.seed,
+                                          source=cfg.path or facts.get("warmstart_key", ""))
+            facts |= self.adapters.facts()
+        self.model.to(self.device)  # the warm start trained (and cached) it in float32 on the CPU
+        self.optimizer = torch.optim.AdamW(self.trained(), lr=self.config.algorithm.lr, weight_decay=0.0)
         facts |= precision.facts(self.device, cfg.dtype, self.model)
         facts["chat_template"] = self.chat_template()
         if self.config.env.chat_template and not facts["chat_template"]:
@@ -317,8 +335,14 @@ class LocalBackend(Backend):
             self._optimizer_to_save = self.sharded.plain_optimizer_state(
                 self.model, self.config.algorithm.lr, self.world.is_main)
 
+    def trained(self) -> list[torch.nn.Parameter]:
+        """The policy's trained parameters: its adapter's with LoRA, else every weight."""
+        if self.adapters is not None:
+            return self.adapters.policy_parameters()
+        return list(self.model.parameters())
+
     def gradient(self, loss: torch.Tensor, *, retain_graph: bool = False) -> torch.Tensor:
-        params = [p for p in self.model.parameters() if p.requires_grad]
+        params = [p for p in self.trained() if p.requires_grad]
         grads = torch.autograd.grad(loss, params, retain_graph=retain_graph, allow_unused=True)
         return torch.cat([
             (g if g is not None else torch.zeros_like(p)).reshape(-1).float()
@@ -331,20 +355,30 @@ class LocalBackend(Backend):
 
     @torch.no_grad()
     def reference_logprobs(self, contexts, responses) -> torch.Tensor:
+        if self._base_reference and self._reference is None:
+            training = self.model.training
+            self.model.eval()  # no adapter dropout, as the frozen copy is read
+            with self.adapters.scope(None):
+                out = self.per_token(self.model, contexts, responses).logprobs
+            self.model.train(training)
+            return out
         if self._reference is None:
             raise RuntimeError("no reference policy: call freeze_reference() first")
         return self.per_token(self._reference, contexts, responses).logprobs
 
     def has_reference(self) -> bool:
-        return self._reference is not None
+        return self._reference is not None or self._base_reference
 
     def freeze_reference(self) -> None:
+        if self.adapters is not None:  # the base with the adapters disabled: no copy
+            self._base_reference = True
+            return
         self._reference = copy.deepcopy(self.model).eval()
         for p in self._reference.parameters():
             p.requires_grad_(False)
 
     def policy_parameters(self):
-        return self.model.parameters()
+        return self.trained()
 
     def critic_parameters(self):
         if self.critic is None:
@@ -352,14 +386,17 @@ class LocalBackend(Backend):
         return self.critic.parameters()
 
     def optimizer_step(self, max_grad_norm: float) -> float:
-        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_grad_norm)
+        norm = torch.nn.utils.clip_grad_norm_(self.trained(), max_grad_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return float(norm)
 
     # ------------------------------------------------------------------ critic
     def init_critic(self, lr: float) -> None:
-        self.critic = ValueModel(self.model, self.config.model.dtype).to(self.device)
+        if self.adapters is not None:  # its own adapter on the policy's base (critic.py)
+            self.critic = AdapterValueModel(self.model, self.adapters, self.config.model.dtype).to(self.device)
+        else:
+            self.critic = ValueModel(self.model, self.config.model.dtype).to(self.device)
         self._critic_lr = lr
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=lr, weight_decay=0.0)
 
@@ -381,9 +418,27 @@ class LocalBackend(Backend):
         return float(norm)
 
     # ------------------------------------------------------------------ checkpoints
+    def merged_weights(self) -> dict[str, torch.Tensor]:
+        """The policy's weights under a plain model's names: with LoRA, its adapter merged
+        into the base (lora.py), the model itself left as it is."""
+        if self.adapters is not None:
+            return self.adapters.merged_state_dict()
+        return self.model.state_dict()
+
+    def export(self, directory: Path) -> None:
+        """The policy as a whole Hugging Face checkpoint in ``directory`` (adapters merged):
+        what ``--model``, ``core probe`` and vLLM load."""
+        self.model.save_pretrained(directory, state_dict=self.merged_weights())
+        self.tokenizer.save_pretrained(directory)
+        if self.processor is not None:
+            self.processor.save_pretrained(directory)
+
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(directory / "policy")
+        if self.adapters is not None:  # the adapter alone: the base comes from the run's config
+            self.adapters.save(directory / "policy")
+        else:
+            self.model.save_pretrained(directory / "policy")
         self.tokenizer.save_pretrained(directory / "policy")
         # under fsdp the shards' optimizer, gathered by gather_for_save: one format for every
         # model.parallel, so a run resumes on any number of processes
@@ -395,20 +450,25 @@ class LocalBackend(Backend):
             torch.save(self.critic.state_dict(), directory / "critic.pt")
             torch.save(self.critic_optimizer.state_dict(), directory / "critic_optimizer.pt")
         (directory / "backend.json").write_text(json.dumps(
-            {"reference": self._reference is not None, "critic_lr": self._critic_lr}
+            {"reference": self._reference is not None, "critic_lr": self._critic_lr,
+             "base_reference": self._base_reference}
         ))
 
     def load(self, directory: Path) -> None:
-        self.model, self.tokenizer = model_lib.load_pretrained(str(directory / "policy"))
-        if self.processor is not None:
-            self.processor.tokenizer = self.tokenizer
-        self.model.to(self.device)
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=self.config.algorithm.lr, weight_decay=0.0
-        )
+        """What :meth:`save` wrote. With LoRA the adapter goes into the base :meth:`prepare`
+        made (ConfigError, nothing changed, when the checkpoint's base is another one)."""
+        if self.adapters is not None:
+            self.adapters.load(directory / "policy")
+        else:
+            self.model, self.tokenizer = model_lib.load_pretrained(str(directory / "policy"))
+            if self.processor is not None:
+                self.processor.tokenizer = self.tokenizer
+            self.model.to(self.device)
+        self.optimizer = torch.optim.AdamW(self.trained(), lr=self.config.algorithm.lr, weight_decay=0.0)
         self.optimizer.load_state_dict(torch.load(directory / "optimizer.pt"))
         self.sharded = None  # fsdp: rebuilt at the next step, taking the optimizer's state
         saved = json.loads((directory / "backend.json").read_text())
+        self._base_reference = saved.get("base_reference", False)
         if saved["reference"]:
             self._reference, _ = model_lib.load_pretrained(str(directory / "reference"))
             self._reference.to(self.device).eval()
