@@ -27,6 +27,7 @@ COMMAND_PLUGINS = (
     "mirage.app.commands",     # app
     "mirage.probe.commands",   # probe
     "mirage.plugins.backend_local.commands",  # warmstart
+    "mirage.plugins.backend_local.merge",  # merge
 )
 
 

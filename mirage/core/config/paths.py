@@ -94,6 +94,9 @@ def checkpoint_problem(path: Path, value: str) -> str | None:
     checkpoint directory (a config.json and weights), listing what it holds; or None."""
     if not path.is_dir():
         return f"--model {value!r} is not a checkpoint directory"
+    if (path / "adapter_config.json").is_file() and not (path / "config.json").is_file():
+        return (f"--model {value!r} holds LoRA adapters (model.lora), not a whole model: write one "
+                "with the adapters merged in, core merge RUN@STEP --out DIR")
     lacks = [] if (path / "config.json").is_file() else ["config.json"]
     if not any(any(path.glob(pattern)) for pattern in WEIGHT_PATTERNS):
         lacks.append("weights (*.safetensors or pytorch_model*.bin)")
