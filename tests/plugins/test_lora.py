@@ -151,3 +151,64 @@ def test_lora_that_cannot_adapt_the_policy_is_refused_before_any_work(tiny_confi
     data = tiny_config()
     data["model"] |= {"lora": lora, "parallel": parallel}
     assert message in LocalBackend.config_problem(build_config(data))
+
+
+# ---------------------------------------------------------------------------- end to end
+LORA_RUN = ("--algo", "ppo", "--filter", "none", "--set", "model.lora.rank=4", "--set", "algorithm.kl_coef=0.05",
+            "--quiet")
+
+
+def stored_metrics(db) -> dict[str, float]:
+    from mirage.core.store.run_store import RunStore
+
+    store = RunStore(db)
+    (run,) = store.list_runs()
+    return {f"{step}:{name}": value for step, name, value in store.metrics(run["run_id"])
+            if not name.startswith("time/")}
+
+
+@pytest.mark.slow  # three short PPO runs and a merge: about a minute
+def test_a_lora_run_resumed_from_its_checkpoint_reproduces_the_uninterrupted_run(cli, tiny_config_file, tmp_path):
+    from mirage.core.store.run_store import RunStore
+    from mirage.plugins.backend_local.merge import restored
+
+    whole, part = tmp_path / "whole.duckdb", tmp_path / "part.duckdb"
+    code, out, err = cli("run", "--config", tiny_config_file, "--db", whole, "--steps", "4", *LORA_RUN)
+    assert code == 0, err
+    code, out, err = cli("run", "--config", tiny_config_file, "--db", part, "--steps", "2", *LORA_RUN)
+    assert code == 0, err
+    run_id = RunStore(part).list_runs()[0]["run_id"]
+    code, out, err = cli("run", "--db", part, "--resume", run_id, "--steps", "4", "--quiet")
+    assert code == 0, err
+    expected = stored_metrics(whole)
+    assert stored_metrics(part) == pytest.approx(expected, rel=1e-6, abs=1e-6)
+    assert any(name.endswith("update/critic_grad_norm") and value > 0 for name, value in expected.items())
+
+    # the merged export of its last checkpoint scores as the adapted policy
+    code, out, err = cli("merge", f"{run_id}@4", "--out", tmp_path / "merged", "--db", part)
+    assert code == 0, err
+    merged, _ = load_pretrained(str(tmp_path / "merged"))
+    adapted = restored(f"{run_id}@4", part)
+    with torch.no_grad():
+        exported = adapted.per_token(merged.eval(), CONTEXTS, RESPONSES).logprobs
+    assert (adapted.score(CONTEXTS, RESPONSES).logprobs - exported).abs().max().item() <= 1e-5
+    code, out, err = cli("merge", f"{run_id}@4", "--out", tmp_path / "merged", "--db", part)
+    assert code == 2 and "expected a new or empty folder" in err
+    code, out, err = cli("merge", f"{run_id}@3", "--out", tmp_path / "other", "--db", part)
+    assert code == 2 and "no checkpoint at step 3" in err and not (tmp_path / "other").exists()
+    adapter = tmp_path / "checkpoints" / run_id / "step-000004" / "policy"
+    code, out, err = cli("run", "--config", tiny_config_file, "--db", tmp_path / "new.duckdb", "--model", adapter)
+    assert code == 2 and "holds LoRA adapters" in err and "core merge" in err
+    assert not (tmp_path / "new.duckdb").exists()
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("model.lora.target_modules=[\"q_proj\",\"nope\"]", "the model has no module 'nope'; its modules that take adapters: "),
+    ("model.lora.rank=0", "--set model.lora.rank=0: Input should be greater than or equal to 1"),
+    ("model.lora.rank=64", "exceeds the model's hidden size (32)"),
+])
+def test_bad_lora_settings_are_one_line_exit_2_and_nothing_written(cli, tiny_config_file, tmp_path, setting, message):
+    db = tmp_path / "runs.duckdb"
+    code, out, err = cli("run", "--config", tiny_config_file, "--db", db, "--set", setting, "--quiet")
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not db.exists()

@@ -15,6 +15,8 @@ and :func:`merged` copies, so a loaded experiment's base is never written.
 from __future__ import annotations
 
 import json
+import types
+import typing
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Annotated, Any
@@ -39,9 +41,10 @@ def _fields() -> tuple[dict[str, Any], frozenset[str], frozenset[str]]:
         for name, field in model.model_fields.items():
             path = prefix + name
             kind = field.annotation
-            if isinstance(kind, type) and issubclass(kind, BaseModel):
+            section = _optional_section(kind)  # model.lora: its settings are paths too
+            if section is not None:
                 sections.add(path)
-                walk(kind, path + ".")
+                walk(section, path + ".")
                 continue
             leaves[path] = Annotated[kind, *field.metadata] if field.metadata else kind
             if getattr(kind, "__origin__", None) is dict:
@@ -49,6 +52,14 @@ def _fields() -> tuple[dict[str, Any], frozenset[str], frozenset[str]]:
 
     walk(RunConfig, "")
     return leaves, frozenset(sections), frozenset(mappings)
+
+
+def _optional_section(kind: Any) -> type[BaseModel] | None:
+    """The section ``kind`` is (a BaseModel, or one or None), or None."""
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        members = [k for k in typing.get_args(kind) if k is not type(None)]
+        kind = members[0] if len(members) == 1 else None
+    return kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None
 
 
 def setting_type(path: str, flag: str = "--set") -> Any:
