@@ -113,6 +113,24 @@ def test_image_runs_on_two_processes_store_the_metrics_of_one(run_ddp, one_proce
     assert any(name.endswith(":mi/first_turn/retrieval_acc") for name in one)
 
 
+# LoRA (issue 44): only the adapters' gradients are summed, the critic's adapter beside them
+LORA = ("--steps", "3", "--filter", "none", "--algo", "ppo", "--set", "model.lora.rank=4",
+        "--set", "algorithm.kl_coef=0.05")
+
+
+@pytest.mark.slow
+@SHARED
+def test_lora_runs_on_two_processes_store_the_metrics_of_one(run_ddp, one_process):
+    two, (code, out, err) = run_ddp("lora-two", *LORA, "--nproc", "2")
+    assert code == 0, err
+    one = one_process(*LORA)
+    assert_same_metrics(stored_metrics(two), one)
+    assert all(name.split(":")[1] != "update/grad_norm" or value > 0 for name, value in one.items())
+    (run,) = RunStore(two).list_runs()
+    facts = json.loads(next(e["message"] for e in RunStore(two).events(run["run_id"]) if e["kind"] == "backend"))
+    assert facts["lora_rank"] == 4 and 0 < facts["lora_parameters"] < facts["parameters"]
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
