@@ -13,6 +13,8 @@ from pluggy import HookImpl
 
 from mirage.core.cli import run_commands
 from mirage.core.cli.launched_run import launched
+from mirage.core.cli.memory_check import (PLAN_HELP, check_size, context_tokens_option, device_memory_option,
+                                          memory_check)
 from mirage.core.cli.common import DB_HELP, REGISTRY_HELP, check_paths, fail, settings
 from mirage.core.cli.run_options import PREFLIGHT_OPTIONS, RUN_OPTIONS, GivenOptions, with_config_options
 from mirage.core.cli.run_summary import summary_lines
@@ -99,6 +101,9 @@ def run(
         "workers on the cluster of --ray-address)"),
     ray_address: Optional[str] = typer.Option(None, help="the Ray cluster of --launcher ray, e.g. "
                                               "ray://head:10001; 'local' starts a local Ray, which listens on every interface"),
+    plan: bool = typer.Option(False, "--plan", help=PLAN_HELP),
+    device_memory: Optional[str] = device_memory_option(),
+    context_tokens: Optional[int] = context_tokens_option(),
 ) -> None:
     """Run rollout -> score -> diagnose -> filter -> update for --steps iterations.
 
@@ -112,6 +117,7 @@ def run(
     target = db if db is not None else default_db_path()
     steps = given.get("--steps")
     check_paths(target, given.get("--model"))
+    check_size(device_memory)
     fixed = settings(set_)
     if resume is not None and target.is_file():  # a name or id prefix names the run too
         try:
@@ -147,6 +153,12 @@ def run(
         fail("--ray-address: empty; give a cluster address such as ray://head:10001, or 'local'")
     try:
         config = None if resume else parse_config(data)
+    except ConfigError as error:
+        fail(str(error))
+    if config is not None:  # before any work: a run that will not fit is refused here
+        memory_check(config, nproc=nproc or 1, device_memory=device_memory, context_tokens=context_tokens,
+                     show=plan, required=plan or device_memory is not None)
+    try:
         if launcher is not None or (nproc is not None and nproc != 1):  # --nproc 1: this process
             run_id, status, error = launched(
                 config, target, nproc=1 if nproc is None else nproc, launcher=launcher, ray_address=ray_address, resume=resume,
@@ -190,6 +202,32 @@ def preflight(
     except ConfigError as error:
         fail(str(error))
     typer.echo(report.render())
+
+
+@with_config_options(RUN_OPTIONS)
+def plan(
+    given: GivenOptions,
+    config_file: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
+    set_: list[str] = typer.Option([], "--set", help="set any config PATH=VALUE (repeatable, applied last)"),
+    experiment: Optional[str] = typer.Option(None, help="start from this registry.yaml experiment's base config"),
+    registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP),
+    nproc: int = typer.Option(1, min=1, help="processes the run would use (fsdp shards over them)"),
+    device_memory: Optional[str] = device_memory_option(),
+    context_tokens: Optional[int] = context_tokens_option(),
+) -> None:
+    """Each rank's planned peak memory for the run these options describe, from the model's
+    config.json alone (no weights loaded): a table per component in GiB and the total; with
+    --device-memory, whether it fits and, if not, what would (docs/gpu.md)."""
+    check_paths(None, given.get("--model"))
+    check_size(device_memory)
+    fixed = settings(set_)
+    data = _start_data(experiment, registry, config_file)
+    _set_options(data, given, fixed)
+    try:
+        config = parse_config(data)
+    except ConfigError as error:
+        fail(str(error))
+    memory_check(config, nproc=nproc, device_memory=device_memory, context_tokens=context_tokens, show=True)
 
 
 def experiments(registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP)) -> None:
@@ -268,7 +306,7 @@ def new_cli() -> typer.Typer:
 
 def register(cli: typer.Typer) -> None:
     """Add core's own commands to ``cli``."""
-    for command in (run, preflight, experiments, plugins):
+    for command in (run, preflight, plan, experiments, plugins):
         cli.command()(command)
     run_commands.register(cli)  # runs, show, tag, untag, note, rename, delete, export, diff
 

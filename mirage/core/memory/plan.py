@@ -134,10 +134,12 @@ def estimate(shape: ModelShape, settings: Settings) -> Plan:
                                "the base, adapters disabled" if s.lora else "a full frozen copy"))
     tokens = s.micro_batch * (s.context_tokens + s.response_tokens)
     if s.critic:
-        critic_trained = 0 if s.lora else shape.backbone_parameters()
-        parts.append(Component("critic", 16 * critic_trained + 4 * (shape.hidden + 1), "both",
-                               "value head on the shared base" if s.lora
-                               else "transformer copy + head, its gradients and AdamW"))
+        # with LoRA its own adapter on the shared base (lora.py), else a copy of the transformer;
+        # either trains with its gradients and AdamW (4 + 4 + 8 bytes per parameter)
+        critic_trained = (trained if s.lora else shape.backbone_parameters()) + shape.hidden + 1
+        parts.append(Component("critic", 16 * critic_trained, "both",
+                               "own adapter + value head on the shared base" if s.lora
+                               else "transformer copy + value head, gradients, AdamW"))
     parts.append(Component("activations", activations(shape, s, tokens, lm_head=True), "update",
                            "checkpointed" if s.gradient_checkpointing else "micro-batch"))
     if s.critic:
@@ -175,28 +177,31 @@ def activations(shape: ModelShape, s: Settings, tokens: int, *, lm_head: bool) -
 
 # ------------------------------------------------------------------ what would fit
 
+LORA_TEXT = "model.lora.rank=16 (LoRA on every projection)"
+
+
 def alternatives(shape: ModelShape, settings: Settings, limit: float) -> list[str]:
     """The changes (alone, else combined) that bring the plan under ``limit`` bytes, as
     the settings to give."""
     s = settings
     options: list[tuple[str, Settings]] = []
     if s.lora is None:
-        options.append(("model.lora (rank 16 on attention and MLP projections)", replace(s, lora=Lora(16))))
+        options.append((LORA_TEXT, replace(s, lora=Lora(16))))
     if not s.gradient_checkpointing:
         options.append(("model.options.gradient_checkpointing=true", replace(s, gradient_checkpointing=True)))
     fits = [text for text, changed in options if estimate(shape, changed).peak <= limit]
     micro = _largest_micro_batch(shape, s, limit)
     if micro is not None and micro < s.micro_batch:
         fits.append(f"algorithm.micro_batch_size={micro}")
-    ranks = _fewest_ranks(shape, s, limit)
+    ranks = None if s.lora else _fewest_ranks(shape, s, limit)  # the local backend's LoRA runs without fsdp
     if ranks is not None:
-        fits.append(f"model.parallel=fsdp over {ranks} ranks")
+        fits.append(f"model.parallel=fsdp with --nproc {ranks}")
     if fits:
         return fits
     together = replace(s, lora=s.lora or Lora(16), gradient_checkpointing=True)
     micro = _largest_micro_batch(shape, together, limit)
     if micro is not None:
-        return [("model.lora (rank 16) with " if s.lora is None else "")
+        return [(f"{LORA_TEXT} with " if s.lora is None else "")
                 + f"model.options.gradient_checkpointing=true and algorithm.micro_batch_size={micro}"]
     return []
 

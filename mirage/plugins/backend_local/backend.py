@@ -109,6 +109,8 @@ class LocalBackend(Backend):
                                           source=cfg.path or facts.get("warmstart_key", ""))
             facts |= self.adapters.facts()
         self.model.to(self.device)  # the warm start trained (and cached) it in float32 on the CPU
+        if self.options.gradient_checkpointing:  # each layer recomputed in the backward (issue 44)
+            self.model.gradient_checkpointing_enable()
         self.optimizer = torch.optim.AdamW(self.trained(), lr=self.config.algorithm.lr, weight_decay=0.0)
         facts |= precision.facts(self.device, cfg.dtype, self.model)
         facts["chat_template"] = self.chat_template()
@@ -464,6 +466,8 @@ class LocalBackend(Backend):
             if self.processor is not None:
                 self.processor.tokenizer = self.tokenizer
             self.model.to(self.device)
+            if self.options.gradient_checkpointing:
+                self.model.gradient_checkpointing_enable()
         self.optimizer = torch.optim.AdamW(self.trained(), lr=self.config.algorithm.lr, weight_decay=0.0)
         self.optimizer.load_state_dict(torch.load(directory / "optimizer.pt"))
         self.sharded = None  # fsdp: rebuilt at the next step, taking the optimizer's state

@@ -53,6 +53,11 @@ class LocalOptions(BaseModel):
         "algorithm.kl_coef > 0). Empty: the reference is the starting policy",
     )
     reference_steps: int = Field(300, ge=1, description="supervised steps of that fine-tuning")
+    gradient_checkpointing: bool = Field(
+        False, description="keep only each decoder layer's input for the backward pass and recompute "
+        "the layer there (transformers' gradient_checkpointing_enable): the update's activations "
+        "shrink about layers-fold for one more forward per micro-batch (core plan shows the memory)",
+    )
     decoder: Literal["lean", "generate"] = Field(
         "lean", description="how the local backend samples: its lean decode loop (the same samples "
         "as transformers' generate for a fixed seed, several times faster on CPU; Qwen2-architecture "

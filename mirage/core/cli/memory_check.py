@@ -1,0 +1,63 @@
+"""The memory plan on the command line: ``core plan`` and ``core run``'s ``--plan`` print
+it (mirage/core/memory/); ``--device-memory`` (or, on a GPU, its free memory) refuses a
+run that will not fit before any work, naming the settings that would."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from mirage.core.cli.common import fail
+from mirage.core.config.run_config import RunConfig
+from mirage.core.errors import ConfigError
+from mirage.core.memory.run_plan import device_limit, refusal, run_plan
+
+PLAN_HELP = "print each rank's planned peak memory (weights, gradients, optimizer, activations, KV cache, reference, critic) first"
+DEVICE_MEMORY_HELP = ("refuse, before any work, a run whose planned peak per rank is above this size "
+                      "(e.g. 24GB, 22.5GiB); default: a GPU's free memory, no limit on the CPU")
+CONTEXT_HELP = ("the plan's prompt length per turn in tokens [default: 512 with the instruction shown (a "
+                "pretrained --model), else 128; plus a response and 64 per shown history turn]")
+
+
+def device_memory_option():
+    return typer.Option(None, "--device-memory", metavar="SIZE", help=DEVICE_MEMORY_HELP)
+
+
+def context_tokens_option():
+    return typer.Option(None, "--context-tokens", min=1, help=CONTEXT_HELP)
+
+
+def check_size(device_memory: Optional[str]) -> None:
+    """Refuse a ``--device-memory`` that is not a size (one line, exit 2) before anything loads."""
+    if device_memory is not None:
+        try:
+            device_limit(device_memory, "cpu")
+        except ConfigError as error:
+            fail(str(error))
+
+
+def memory_check(config: RunConfig, *, nproc: int = 1, device_memory: Optional[str] = None,
+                 context_tokens: Optional[int] = None, show: bool = False, required: bool = True) -> None:
+    """Print ``config``'s plan (``show``) and refuse it (one line, exit 2) when over the
+    device's memory. ``required=False`` (the GPU's own limit, nothing asked for): a model
+    whose shape cannot be read is not planned, and the run goes on."""
+    from mirage.core.plugin_api.manager import build_plugins
+    from mirage.core.run.validate import resolve_algorithm
+
+    try:
+        resolved = RunConfig.model_validate(config.model_dump())
+        registries = build_plugins().registries
+        resolve_algorithm(resolved, registries)
+        limit = device_limit(device_memory, resolved.model.device)
+        if limit is None and not show:
+            return
+        plan = run_plan(resolved, registries, ranks=max(1, nproc), context=context_tokens)
+    except ConfigError as error:
+        if not required:
+            return
+        fail(str(error))
+    if show:
+        typer.echo(plan.render(None if limit is None else limit.bytes))
+    if limit is not None and (problem := refusal(plan, limit)):
+        fail(problem)

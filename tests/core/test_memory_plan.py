@@ -1,0 +1,197 @@
+"""The memory plan (mirage/core/memory/): shapes counted from a config alone, each
+component's arithmetic, what would fit, the sizes --device-memory reads, ``core plan`` and
+``core run --plan/--device-memory``, and the estimate against measured CPU peaks."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from mirage.core.errors import ConfigError
+from mirage.core.memory.plan import GIB, Lora, Settings, alternatives, estimate, lora_of, parse_size
+from mirage.core.memory.run_plan import context_tokens, device_limit, refusal, run_plan, Limit
+from mirage.core.memory.shape import QWEN25, ModelShape, shape_of, shape_of_checkpoint, tiny_shape
+from mirage.core.plugin_api.manager import build_plugins
+from mirage.core.run.validate import build_config
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = ModelShape(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, vocab=1000)
+
+
+def component(plan, name):
+    return next(c.bytes for c in plan.components if c.name == name)
+
+
+def test_the_qwen25_shapes_count_their_published_parameters():
+    # Qwen2.5 model cards: 0.49B, 3.09B, 7.61B parameters
+    for size, published in (("0.5B", 0.494e9), ("3B", 3.086e9), ("7B", 7.616e9)):
+        assert QWEN25[size].parameters() == pytest.approx(published, rel=0.005), size
+
+
+def test_a_shape_counts_what_transformers_builds():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    for tied in (True, False):
+        config = Qwen2Config(vocab_size=100, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=tied)
+        assert shape_of(config.to_dict()).parameters() == Qwen2ForCausalLM(config).num_parameters()
+
+
+def test_the_tiny_shape_is_the_local_backends_tiny_model():
+    from mirage.plugins.backend_local.model import build_tiny_model
+    from mirage.plugins.backend_local.options import LocalOptions
+    from mirage.core.memory.shape import TINY_VOCAB
+
+    model = build_tiny_model(LocalOptions(hidden=32, layers=2, heads=4), TINY_VOCAB, 0, 1, 2)
+    assert tiny_shape(32, 2, 4).parameters() == model.num_parameters()
+
+
+def test_lora_parameters_are_rank_times_in_plus_out_per_adapted_projection():
+    assert SMALL.lora_parameters(1, ("q_proj",)) == 2 * (64 + 64)
+    assert SMALL.lora_parameters(2, ("k_proj", "down_proj")) == 2 * 2 * ((64 + 32) + (128 + 64))
+    with pytest.raises(ConfigError, match="lm_head.*valid: q_proj"):
+        SMALL.lora_parameters(1, ("lm_head",))
+
+
+def test_the_components_follow_their_formulas():
+    s = Settings(micro_batch=4, rollout_rows=8, context_tokens=20, response_tokens=12, reference=True)
+    plan = estimate(SMALL, s)
+    p = SMALL.parameters()
+    assert component(plan, "weights") == 4 * p
+    assert component(plan, "gradients") == 4 * p
+    assert component(plan, "optimizer") == 8 * p  # AdamW: two float32 states
+    assert component(plan, "reference") == 4 * p  # a full frozen copy
+    # P x G sequences x (context + response) x layers x 2 x kv heads x head dim x 4 bytes
+    assert component(plan, "kv cache") == 8 * 32 * 2 * 2 * 2 * 16 * 4
+    assert plan.peak == max(plan.phase_total("update"), plan.phase_total("rollout"))
+    half = estimate(SMALL, replace(s, dtype="bfloat16"))
+    assert component(half, "kv cache") == component(plan, "kv cache") / 2
+
+
+def test_lora_trains_only_the_adapters_and_the_reference_is_no_copy():
+    s = Settings(micro_batch=4, context_tokens=20, reference=True, critic=True)
+    plan = estimate(SMALL, replace(s, lora=Lora(4)))
+    adapters = SMALL.lora_parameters(4)
+    assert component(plan, "gradients") == 4 * adapters
+    assert component(plan, "optimizer") == 8 * adapters
+    assert component(plan, "reference") == 0
+    full = estimate(SMALL, s)
+    assert component(plan, "critic") < component(full, "critic")
+
+
+def test_fsdp_divides_gradients_and_optimizer_state_by_the_ranks():
+    s = Settings(micro_batch=4, context_tokens=20)
+    one, four = estimate(SMALL, s), estimate(SMALL, replace(s, fsdp=True, ranks=4))
+    assert component(four, "gradients") == component(one, "gradients") / 4
+    assert component(four, "optimizer") == component(one, "optimizer") / 4
+    assert component(four, "weight shards") == component(one, "weights") / 4  # beside the full replica
+
+
+def test_gradient_checkpointing_keeps_each_layers_input_only():
+    s = Settings(micro_batch=8, context_tokens=100, response_tokens=20)
+    deep = replace(SMALL, layers=12)
+    assert component(estimate(deep, replace(s, gradient_checkpointing=True)), "activations") < \
+        component(estimate(deep, s), "activations") / 2
+
+
+def test_what_would_fit_names_only_settings_that_bring_it_under():
+    shape, s = QWEN25["0.5B"], Settings(context_tokens=512, response_tokens=40)
+    limit = 24e9
+    assert estimate(shape, s).peak > limit  # RAGEN #92: 0.5B at micro-batch 128 on a 24 GB card
+    fits = alternatives(shape, s, limit)
+    assert any("micro_batch_size=" in text for text in fits)
+    micro = int(next(t for t in fits if "micro_batch_size=" in t).split("=")[1])
+    assert estimate(shape, replace(s, micro_batch=micro)).peak <= limit
+    assert estimate(shape, replace(s, micro_batch=micro * 2)).peak > limit
+
+
+def test_sizes():
+    assert parse_size("24GB") == 24e9
+    assert parse_size("22.5GiB") == 22.5 * GIB
+    assert parse_size("80g") == 80e9
+    assert parse_size("1024") == 1024
+    for bad in ("lots", "", "-3GB", "0", "12 parsecs", "GB"):
+        assert parse_size(bad) is None, bad
+    with pytest.raises(ConfigError, match="'lots' is not a size"):
+        device_limit("lots", "cpu")
+    assert device_limit(None, "cpu") is None
+
+
+def test_model_lora_is_read_from_the_config_section():
+    config = build_config({"model": {"lora": {"rank": 8}}})
+    assert lora_of(config.model) == Lora(8)
+    config = build_config({"model": {"lora": {"rank": 4, "target_modules": ["q_proj", "v_proj"]}}})
+    assert lora_of(config.model) == Lora(4, ("q_proj", "v_proj"))
+    assert lora_of(build_config({}).model) is None
+
+
+def test_a_run_config_plans_its_model_critic_and_reference(tmp_path):
+    from checkpoints import save_text_checkpoint
+
+    registries = build_plugins().registries
+    path = save_text_checkpoint(tmp_path / "ckpt")
+    config = build_config({"model": {"path": str(path)}, "algorithm": {"name": "ppo", "kl_coef": 0.1}})
+    plan = run_plan(config, registries)
+    assert plan.shape == shape_of(json.loads((path / "config.json").read_text()))
+    assert plan.settings.critic and plan.settings.reference
+    assert plan.settings.context_tokens == context_tokens(config) == 512  # the instruction is shown
+    tiny = run_plan(build_config({"model": {"options": {"hidden": 32, "layers": 2, "heads": 2}}}), registries)
+    assert tiny.shape == tiny_shape(32, 2, 2) and tiny.settings.context_tokens == 128
+    with pytest.raises(ConfigError, match="no config.json"):
+        shape_of_checkpoint(str(tmp_path))
+
+
+def test_a_refusal_is_one_line_naming_what_fits():
+    plan = estimate(QWEN25["7B"], Settings(context_tokens=512, response_tokens=40))
+    line = refusal(plan, Limit(80e9, "--device-memory 80GB"))
+    assert "\n" not in line and "above --device-memory 80GB" in line and "would fit:" in line
+    assert refusal(plan, Limit(10 * plan.peak, "x")) is None
+
+
+# ------------------------------------------------------------------ the commands
+
+def test_core_plan_prints_a_table_per_component_and_the_total(cli):
+    code, out, err = cli("plan", "--env", "frozenlake", "--set", "model.options.hidden=32",
+                         "--set", "model.options.layers=2", "--device-memory", "80GB")
+    assert code == 0, err
+    for name in ("weights", "gradients", "optimizer", "activations", "kv cache", "total per rank"):
+        assert name in out
+    assert "GiB: fits" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--device-memory", "lots"], "--device-memory 'lots' is not a size"),
+    (["--device-memory", "1GB"], "would fit: model.options.gradient_checkpointing=true; or algorithm.micro_batch_size="),
+])
+def test_core_run_refuses_before_any_work(cli, tmp_path, args, message):
+    db = tmp_path / "runs.duckdb"
+    code, _, err = cli("run", "--env", "frozenlake", "--steps", "1", "--db", db, *args)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not db.exists() and not any(tmp_path.iterdir())
+
+
+def test_core_run_plan_prints_the_plan_first(cli, tmp_path):
+    db = tmp_path / "runs.duckdb"
+    code, out, _ = cli("run", "--env", "frozenlake", "--db", db, "--plan", "--device-memory", "1MB")
+    assert code == 2 and "total per rank" in out and not db.exists()
+
+
+# ------------------------------------------------------------------ measured
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_memory", REPO / "bench" / "memory.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["small", "wide-reference", "deep-critic", "small-long-response"])
+def test_the_plan_is_within_20_percent_of_the_measured_cpu_peak(case):
+    result = _bench().run_case(case)
+    assert result["parameters"] == result["planned_parameters"]
+    assert 0.8 <= result["ratio"] <= 1.2, result
