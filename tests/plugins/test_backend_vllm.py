@@ -286,6 +286,30 @@ def test_tensor_parallel_size_reaches_the_engine_and_the_sync_reaches_its_worker
         assert torch.equal(engine_weights[name], parameter)  # the worker's copy holds the new weights
 
 
+def test_with_lora_the_engine_holds_the_merged_weights(fake_vllm, tiny_config):
+    # the engine's model is a plain one: started from the merged export, synced with the
+    # merged weights after each step; its greedy samples are the adapted policy's
+    data = engine_config(tiny_config)
+    data["model"]["lora"] = {"rank": 4}
+    backend = prepared(build_config(data))
+
+    def engine_holds_the_merged_weights() -> dict[str, torch.Tensor]:
+        engine, merged = backend.engine.model.state_dict(), backend.merged_weights()
+        assert engine.keys() <= merged.keys()
+        assert all(torch.equal(engine[name], merged[name]) for name in engine)
+        return {name: tensor.clone() for name, tensor in engine.items()}
+
+    started = engine_holds_the_merged_weights()
+    take_a_step(backend, 0.01)
+    backend.sync_weights()
+    stepped = engine_holds_the_merged_weights()
+    moved = {name for name in started if not torch.equal(started[name], stepped[name])}
+    assert moved and all(name.rpartition(".")[0].endswith("_proj") for name in moved)  # adapted layers only
+    contexts = [backend.encode("the lake")] * 2
+    greedy = backend.generate(contexts, temperature=1.0, greedy=True, max_new_tokens=8)
+    assert greedy == LocalBackend.generate(backend, contexts, temperature=1.0, greedy=True, max_new_tokens=8)
+
+
 def test_two_backends_in_one_process_keep_their_own_engines_and_weights(fake_vllm, tiny_config):
     # Two data-parallel ranks' backends (here in one process): one engine each, each
     # synced with its own trainer's weights after its own optimizer step, never the other's.

@@ -430,7 +430,10 @@ class LocalBackend(Backend):
     def export(self, directory: Path) -> None:
         """The policy as a whole Hugging Face checkpoint in ``directory`` (adapters merged):
         what ``--model``, ``core probe`` and vLLM load."""
-        self.model.save_pretrained(directory, state_dict=self.merged_weights())
+        if self.adapters is not None:
+            self.model.save_pretrained(directory, state_dict=self.merged_weights())
+        else:
+            self.model.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
         if self.processor is not None:
             self.processor.save_pretrained(directory)

@@ -83,10 +83,8 @@ class VLLMBackend(LocalBackend):
         (cache_dir / "vllm").mkdir(parents=True, exist_ok=True)
         self.engine_dir = Path(tempfile.mkdtemp(prefix="engine-", dir=cache_dir / "vllm"))
         weakref.finalize(self, shutil.rmtree, self.engine_dir, True)
-        self.model.save_pretrained(self.engine_dir)
-        self.tokenizer.save_pretrained(self.engine_dir)
-        if self.processor is not None:  # the engine's own processor reads the pictures
-            self.processor.save_pretrained(self.engine_dir)
+        # with model.lora the engine holds the merged model: it never sees the adapters
+        self.export(self.engine_dir)  # the processor too: the engine's own reads the pictures
         # The engine core (vLLM's scheduler) in this process, at every tensor_parallel_size:
         # the variable picks only the LLM's client, in-process or a background engine-core
         # process (vllm/envs.py: "enable multiprocessing in LLM"). The model workers are the
@@ -129,12 +127,15 @@ class VLLMBackend(LocalBackend):
         whole tensors; its weight loaders keep its shard), so every sync copies the policy
         through host memory. The tensors go as CPU tensors then: torch pickles a GPU tensor
         through host memory anyway, and unpickles it onto the sender's device index (cuda:0)
-        in every worker, beside the first worker's shard."""
+        in every worker, beside the first worker's shard. With ``model.lora`` the weights
+        sent are the merged ones (the base plus the adapter's update; the engine's model is a
+        plain one), all of them: a LoRA request per sync would spare the transfer but needs
+        an engine started with enable_lora and a sampler that applies the adapter itself."""
         if self.engine is None or self.synced_version == self.weights_version:
             return
         local = self.options.tensor_parallel_size == 1
         weights = [(name, tensor.detach() if local else tensor.detach().cpu())
-                   for name, tensor in self.model.state_dict().items()]
+                   for name, tensor in self.merged_weights().items()]
         # The worker's reload_weights (vLLM's own route for new weights in a running engine):
         # the model's load_weights between vLLM's layerwise-reload set-up and finish, which
         # restore the loaders a bare load_weights finds gone after the first load.
