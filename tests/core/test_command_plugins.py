@@ -56,7 +56,7 @@ def test_the_upper_floors_commands_come_from_their_plugins():
     assert owners == set(COMMAND_PLUGINS)
     core_only = set(typer.main.get_command(core_cli.app).commands)
     everything = set(typer.main.get_command(core_program()).commands)
-    assert everything - core_only == {"sweep", "sweeps", "serve", "report", "app", "warmstart", "probe"}
+    assert everything - core_only == {"sweep", "sweeps", "serve", "report", "app", "warmstart", "merge", "probe"}
     assert {"run", "preflight", "experiments", "plugins", "runs", "diff"} <= core_only
 
 

@@ -66,14 +66,14 @@ class LocalBackend(Backend):
         if config.model.options.get("reference_env_options") and config.algorithm.kl_coef == 0:
             return ("model.options.reference_env_options sets the KL reference, but algorithm.kl_coef "
                     "is 0, so no KL term would read it; set algorithm.kl_coef > 0 or drop the option")
-        if config.model.lora is not None and (problem := cls.lora_problem(config)):
+        if config.model.lora is not None and (problem := cls._lora_problem(config)):
             return problem
         if not config.model.path:
             return None
         return model_lib.model_source_error(config.model.path) or saved_processor.problem(config.model.path)
 
     @classmethod
-    def lora_problem(cls, config: RunConfig) -> str | None:
+    def _lora_problem(cls, config: RunConfig) -> str | None:
         """Why ``model.lora`` cannot adapt the policy (read from its shape alone), or None."""
         if config.model.parallel == "fsdp":
             return ("model.lora with model.parallel fsdp: the adapters are small enough to train "
