@@ -99,9 +99,9 @@ def test_gradient_checkpointing_keeps_each_layers_input_only():
 
 
 def test_what_would_fit_names_only_settings_that_bring_it_under():
-    shape, s = QWEN25["0.5B"], Settings(context_tokens=512, response_tokens=40)
-    limit = 24e9
-    assert estimate(shape, s).peak > limit  # RAGEN #92: 0.5B at micro-batch 128 on a 24 GB card
+    shape, s = QWEN25["0.5B"], Settings(context_tokens=216, response_tokens=40, dtype="bfloat16")
+    limit = 80e9
+    assert estimate(shape, s).peak > limit  # the default micro-batch of 128 rows is the CPU's
     fits = alternatives(shape, s, limit)
     assert any("micro_batch_size=" in text for text in fits)
     micro = int(next(t for t in fits if "micro_batch_size=" in t).split("=")[1])
@@ -138,15 +138,22 @@ def test_a_run_config_plans_its_model_critic_and_reference(tmp_path):
     plan = run_plan(config, registries)
     assert plan.shape == shape_of(json.loads((path / "config.json").read_text()))
     assert plan.settings.critic and plan.settings.reference
-    assert plan.settings.context_tokens == context_tokens(config) == 512  # the instruction is shown
+    assert plan.settings.context_tokens == context_tokens(config) == 216  # the instruction is shown
     tiny = run_plan(build_config({"model": {"options": {"hidden": 32, "layers": 2, "heads": 2}}}), registries)
     assert tiny.shape == tiny_shape(32, 2, 2) and tiny.settings.context_tokens == 128
     with pytest.raises(ConfigError, match="no config.json"):
         shape_of_checkpoint(str(tmp_path))
 
 
+def test_a_refusal_says_when_scoring_alone_is_over():
+    # RAGEN #92: Qwen2.5-0.5B on a 24 GB card; scoring's chunks of 128 rows of 151,936 logits
+    plan = estimate(QWEN25["0.5B"], Settings(context_tokens=216, response_tokens=40, dtype="bfloat16"))
+    line = refusal(plan, Limit(24e9, "--device-memory 24GB"))
+    assert "none of LoRA, gradient checkpointing" in line and "scoring alone needs" in line
+
+
 def test_a_refusal_is_one_line_naming_what_fits():
-    plan = estimate(QWEN25["7B"], Settings(context_tokens=512, response_tokens=40))
+    plan = estimate(QWEN25["0.5B"], Settings(context_tokens=216, response_tokens=40, dtype="bfloat16"))
     line = refusal(plan, Limit(80e9, "--device-memory 80GB"))
     assert "\n" not in line and "above --device-memory 80GB" in line and "would fit:" in line
     assert refusal(plan, Limit(10 * plan.peak, "x")) is None

@@ -18,8 +18,10 @@ from mirage.core.config.overrides import setting_type
 # it is labelled and shown. A new option belongs in RUN_OPTIONS unless it is one of these.
 NOT_CONFIG = {
     "run": {"--config", "--set", "--experiment", "--registry", "--db", "--resume", "--name",
-            "--tag", "--note", "--quiet", "--nproc", "--launcher", "--ray-address"},
+            "--tag", "--note", "--quiet", "--nproc", "--launcher", "--ray-address",
+            "--plan", "--device-memory", "--context-tokens"},  # the memory plan's (core plan's too)
     "preflight": {"--config"},
+    "plan": {"--config", "--set", "--experiment", "--registry", "--nproc", "--device-memory", "--context-tokens"},
 }
 CLI_SUFFIX = re.compile(r"  \[(default: [^\]]+|repeatable)\]$")
 

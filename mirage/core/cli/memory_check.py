@@ -16,7 +16,7 @@ from mirage.core.memory.run_plan import device_limit, refusal, run_plan
 PLAN_HELP = "print each rank's planned peak memory (weights, gradients, optimizer, activations, KV cache, reference, critic) first"
 DEVICE_MEMORY_HELP = ("refuse, before any work, a run whose planned peak per rank is above this size "
                       "(e.g. 24GB, 22.5GiB); default: a GPU's free memory, no limit on the CPU")
-CONTEXT_HELP = ("the plan's prompt length per turn in tokens [default: 512 with the instruction shown (a "
+CONTEXT_HELP = ("the plan's prompt length per turn in tokens [default: 216 with the instruction shown (a "
                 "pretrained --model), else 128; plus a response and 64 per shown history turn]")
 
 

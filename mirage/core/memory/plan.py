@@ -4,12 +4,13 @@ settings (issue 44): what ``core plan`` and ``core run --plan`` print, and what
 
 The local backend keeps weights and AdamW state in float32 whatever ``model.dtype`` is
 (bfloat16 is autocast), so every parameter costs 4 bytes of weights, a trained one 4 of
-gradient and 8 of optimizer state (AdamW's two moments). A run alternates two phases,
-and the peak is the larger:
+gradient and 8 of optimizer state (AdamW's two moments). A run goes through three phases,
+and the peak is the largest:
 
 - rollout: the weights (policy, reference, critic), the optimizer state, and the
   key/value cache of P x G sequences of context + response tokens (the upper bound: the
   lean decode loop shares a group's prompt);
+- score: the same, and one scoring chunk's logits (no gradients);
 - update: the same, plus the gradients and the activations one micro-batch keeps for
   its backward pass (the policy's, the critic's, and the B x T x V logits and their
   softmax and gradients), and under bfloat16 autocast's low-precision weight copies.
@@ -44,6 +45,12 @@ HEAD_PER_RESPONSE_TOKEN = 5  # x L x V
 # The reference's forward, run while the policy's graph is kept, cost as much again (measured)
 REFERENCE_PER_TOKEN, REFERENCE_PER_RESPONSE_TOKEN = 1, 5
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
+# Scoring (no gradients) runs in chunks of this many rows (the local backend's SCORE_CHUNK):
+# the chunk's logits over every token (float32; under bfloat16 the autocast output beside
+# its float32 copy) and log-softmax statistics over the response positions
+SCORE_CHUNK = 128
+SCORE_PER_RESPONSE_TOKEN = 3  # x L x V
+PHASES = ("rollout", "score", "update")
 
 
 @dataclass(frozen=True)
@@ -60,7 +67,7 @@ class Settings:
 
     micro_batch: int = 128  # turn rows per forward/backward
     rollout_rows: int = 128  # P x G sequences sampled at once
-    context_tokens: int = 512  # the planning length of a turn's prompt (history included)
+    context_tokens: int = 216  # the planning length of a turn's prompt (history included)
     response_tokens: int = 40  # max_new_tokens
     dtype: str = "float32"  # model.dtype: the compute (activation and KV cache) precision
     reference: bool = False  # a KL reference
@@ -75,7 +82,7 @@ class Settings:
 class Component:
     name: str
     bytes: float
-    phase: str  # "both", "update" or "rollout"
+    phase: str  # "all" (every phase), "rollout", "score" or "update"
     note: str = ""
 
 
@@ -86,12 +93,12 @@ class Plan:
     components: tuple[Component, ...] = field(default=())
 
     def phase_total(self, phase: str) -> float:
-        return sum(c.bytes for c in self.components if c.phase in ("both", phase))
+        return sum(c.bytes for c in self.components if c.phase in ("all", phase))
 
     @property
     def peak(self) -> float:
-        """Bytes at the larger of the two phases, on one rank."""
-        return max(self.phase_total("update"), self.phase_total("rollout"))
+        """Bytes at the largest phase, on one rank."""
+        return max(self.phase_total(phase) for phase in PHASES)
 
     def render(self, limit: float | None = None) -> str:
         s = self.settings
@@ -105,8 +112,8 @@ class Plan:
                  f"  {'component':<22}{'phase':<9}{'GiB':>9}  note"]
         for c in self.components:
             lines.append(f"  {c.name:<22}{c.phase:<9}{c.bytes / GIB:>9.3f}  {c.note}".rstrip())
-        lines.append(f"  {'update peak':<31}{self.phase_total('update') / GIB:>9.3f}")
-        lines.append(f"  {'rollout peak':<31}{self.phase_total('rollout') / GIB:>9.3f}")
+        for phase in PHASES:
+            lines.append(f"  {phase + ' peak':<31}{self.phase_total(phase) / GIB:>9.3f}")
         lines.append(f"  {'total per rank':<31}{self.peak / GIB:>9.3f}"
                      + (f"  of {limit / GIB:.1f} GiB: {'fits' if self.peak <= limit else 'does NOT fit'}"
                         if limit is not None else ""))
@@ -120,24 +127,24 @@ def estimate(shape: ModelShape, settings: Settings) -> Plan:
     params = shape.parameters()
     trained = shape.lora_parameters(s.lora.rank, s.lora.targets) if s.lora else params
     shards = s.ranks if s.fsdp else 1
-    parts = [Component("weights", 4 * params, "both", "float32 policy")]
+    parts = [Component("weights", 4 * params, "all", "float32 policy")]
     if s.lora:
-        parts.append(Component("adapters", 4 * trained, "both", f"{trained / 1e6:,.2f}M trained"))
+        parts.append(Component("adapters", 4 * trained, "all", f"{trained / 1e6:,.2f}M trained"))
     if shards > 1:  # sharding.py: the update's sharded copy beside the full replica
-        parts.append(Component("weight shards", 4 * trained / shards, "both", f"1/{shards} training copy"))
+        parts.append(Component("weight shards", 4 * trained / shards, "all", f"1/{shards} training copy"))
     parts.append(Component("gradients", 4 * trained / shards, "update", "float32"
                            + (f", 1/{shards}" if shards > 1 else "")))
-    parts.append(Component("optimizer", 8 * trained / shards, "both", "AdamW: 2 float32 states"
+    parts.append(Component("optimizer", 8 * trained / shards, "all", "AdamW: 2 float32 states"
                            + (f", 1/{shards}" if shards > 1 else "")))
     if s.reference:
-        parts.append(Component("reference", 0 if s.lora else 4 * params, "both",
+        parts.append(Component("reference", 0 if s.lora else 4 * params, "all",
                                "the base, adapters disabled" if s.lora else "a full frozen copy"))
     tokens = s.micro_batch * (s.context_tokens + s.response_tokens)
     if s.critic:
         # with LoRA its own adapter on the shared base (lora.py), else a copy of the transformer;
         # either trains with its gradients and AdamW (4 + 4 + 8 bytes per parameter)
         critic_trained = (trained if s.lora else shape.backbone_parameters()) + shape.hidden + 1
-        parts.append(Component("critic", 16 * critic_trained, "both",
+        parts.append(Component("critic", 16 * critic_trained, "all",
                                "own adapter + value head on the shared base" if s.lora
                                else "transformer copy + value head, gradients, AdamW"))
     parts.append(Component("activations", activations(shape, s, tokens, lm_head=True), "update",
@@ -148,6 +155,9 @@ def estimate(shape: ModelShape, settings: Settings) -> Plan:
         parts.append(Component("autocast copies", 2 * params * (2 if s.critic else 1), "update",
                                "bfloat16 weight casts"))
     sequence = s.context_tokens + s.response_tokens
+    scored = min(SCORE_CHUNK, s.rollout_rows)
+    logits = scored * (sequence * (1.5 if compute == 2 else 1) + SCORE_PER_RESPONSE_TOKEN * s.response_tokens)
+    parts.append(Component("scoring logits", logits * shape.vocab * 4, "score", f"chunks of {scored} rows"))
     kv = s.rollout_rows * sequence * shape.layers * 2 * shape.kv_width * compute
     parts.append(Component("kv cache", kv, "rollout", f"{s.rollout_rows} x {sequence} tokens"))
     parts.append(Component("rollout logits", s.rollout_rows * shape.vocab * 4 * 3, "rollout",

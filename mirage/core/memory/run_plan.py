@@ -8,16 +8,16 @@ from dataclasses import dataclass
 
 from mirage.core.config.run_config import RunConfig
 from mirage.core.errors import ConfigError
-from mirage.core.memory.plan import GIB, Plan, Settings, alternatives, estimate, lora_of, parse_size
+from mirage.core.memory.plan import GIB, SCORE_CHUNK, Plan, Settings, alternatives, estimate, lora_of, parse_size
 from mirage.core.memory.shape import ModelShape, shape_of_checkpoint, tiny_shape
 from mirage.core.plugin_api.registry import Registries
 from mirage.core.run.validate import chosen_options
 
 # The planning length of a turn's prompt in tokens (--context-tokens sets another): with the
-# instruction (a pretrained --model; RAGEN-style Sokoban prompts for Qwen2.5 run 300-450) or
-# without (the tiny policy's word-level prompts: a state and a few words), plus per turn of
-# shown history its response and a state
-PROMPT_TOKENS = {True: 512, False: 128}
+# instruction (a pretrained --model; a Sokoban prompt with its instruction is about 200
+# tokens, docs/gpu.md) or without (the tiny policy's word-level prompts: a state and a few
+# words), plus per turn of shown history its response and a state
+PROMPT_TOKENS = {True: 216, False: 128}
 STATE_TOKENS = 64
 PLANNED_BACKENDS = ("local", "vllm")  # the vllm backend trains with the local backend's code
 
@@ -103,7 +103,11 @@ def refusal(plan: Plan, limit: Limit) -> str | None:
     if plan.peak <= limit.bytes:
         return None
     fits = alternatives(plan.shape, plan.settings, limit.bytes)
+    scoring = plan.phase_total("score")
+    why = ("" if fits or scoring <= limit.bytes else
+           f" (scoring alone needs {scoring / GIB:.1f} GiB: its chunks of {SCORE_CHUNK} rows are fixed in the local backend)")
     return (f"the memory plan needs {plan.peak / GIB:.1f} GiB per rank, above {limit.source} "
             f"({limit.bytes / GIB:.1f} GiB); "
-            + (f"would fit: {'; or '.join(fits)}" if fits else "no single setting brings it under")
-            + " (core plan prints the table)")
+            + (f"would fit: {'; or '.join(fits)}" if fits else "none of LoRA, gradient checkpointing, a smaller "
+               "micro-batch or fsdp brings it under" + why)
+            + "; core plan prints the table")
