@@ -202,3 +202,16 @@ def test_the_plan_is_within_20_percent_of_the_measured_cpu_peak(case):
     result = _bench().run_case(case)
     assert result["parameters"] == result["planned_parameters"]
     assert 0.8 <= result["ratio"] <= 1.2, result
+
+
+def test_core_plan_reads_a_directory_holding_only_config_json(cli, tmp_path):
+    shape = QWEN25["0.5B"]
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "qwen2", "hidden_size": shape.hidden, "num_hidden_layers": shape.layers,
+        "num_attention_heads": shape.heads, "num_key_value_heads": shape.kv_heads,
+        "intermediate_size": shape.intermediate, "vocab_size": shape.vocab, "tie_word_embeddings": True}))
+    code, out, err = cli("plan", "--model", tmp_path, "--set", "model.lora.rank=16", "--set", "model.dtype=bfloat16")
+    assert code == 0, err
+    assert "494.0M parameters" in out and "the base, adapters disabled" not in out  # no KL: no reference
+    code, _, err = cli("plan", "--model", tmp_path / "absent")
+    assert code == 2 and "does not exist" in err

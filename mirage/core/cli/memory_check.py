@@ -46,12 +46,12 @@ def memory_check(config: RunConfig, *, nproc: int = 1, device_memory: Optional[s
     from mirage.core.run.validate import resolve_algorithm
 
     try:
+        limit = device_limit(device_memory, config.model.device)
+        if limit is None and not show:  # on the CPU nothing is asked: no plan, no cost
+            return
         resolved = RunConfig.model_validate(config.model_dump())
         registries = build_plugins().registries
         resolve_algorithm(resolved, registries)
-        limit = device_limit(device_memory, resolved.model.device)
-        if limit is None and not show:
-            return
         plan = run_plan(resolved, registries, ranks=max(1, nproc), context=context_tokens)
     except ConfigError as error:
         if not required:

@@ -217,8 +217,8 @@ def plan(
 ) -> None:
     """Each rank's planned peak memory for the run these options describe, from the model's
     config.json alone (no weights loaded): a table per component in GiB and the total; with
-    --device-memory, whether it fits and, if not, what would (docs/gpu.md)."""
-    check_paths(None, given.get("--model"))
+    --device-memory, whether it fits and, if not, what would (docs/gpu.md). --model may be
+    a directory holding only config.json."""
     check_size(device_memory)
     fixed = settings(set_)
     data = _start_data(experiment, registry, config_file)

@@ -87,6 +87,10 @@ def shape_of_checkpoint(path: str) -> ModelShape:
     """The shape in ``path``'s ``config.json`` (a local directory, or a hub id transformers'
     AutoConfig finds in its cache); no weights are read."""
     local = Path(path).expanduser()
+    if not local.exists() and path.startswith((".", "/", "~")):
+        raise ConfigError(f"--model path {path!r} does not exist")
+    if local.exists() and not local.is_dir():
+        raise ConfigError(f"--model {path!r} is a file: the plan reads a checkpoint directory's config.json")
     if local.is_dir():
         file = local / "config.json"
         if not file.is_file():
