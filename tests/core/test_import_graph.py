@@ -21,7 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 UPPER_FLOORS = ("mirage.flows", "mirage.report", "mirage.app", "mirage.probe", "mirage.integrations")
 # core's parts, lowest floor first; parts on one floor do not import each other
-CORE_FLOORS = (("errors",), ("config", "parallel"), ("rl", "store"), ("analysis", "plugin_api"), ("run",), ("cli",))
+CORE_FLOORS = (("errors",), ("config", "parallel"), ("rl", "store"), ("analysis", "plugin_api"), ("run",), ("memory",),
+               ("cli",))
 
 Edges = dict[str, dict[str, str]]  # module -> {imported module: "file:line" of the first import}
 
