@@ -50,6 +50,13 @@ def test_the_tiny_shape_is_the_local_backends_tiny_model():
     assert tiny_shape(32, 2, 4).parameters() == model.num_parameters()
 
 
+def test_the_scoring_chunk_is_the_local_backends():
+    from mirage.core.memory import plan
+    from mirage.plugins.backend_local import backend
+
+    assert plan.SCORE_CHUNK == backend.SCORE_CHUNK
+
+
 def test_lora_parameters_are_rank_times_in_plus_out_per_adapted_projection():
     assert SMALL.lora_parameters(1, ("q_proj",)) == 2 * (64 + 64)
     assert SMALL.lora_parameters(2, ("k_proj", "down_proj")) == 2 * 2 * ((64 + 32) + (128 + 64))
