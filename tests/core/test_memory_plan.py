@@ -222,3 +222,11 @@ def test_core_plan_reads_a_directory_holding_only_config_json(cli, tmp_path):
     assert "494.0M parameters" in out and "the base, adapters disabled" not in out  # no KL: no reference
     code, _, err = cli("plan", "--model", tmp_path / "absent")
     assert code == 2 and "does not exist" in err
+
+
+def test_the_vllm_engines_share_is_not_the_trainers(cli):
+    code, out, err = cli("plan", "--env", "frozenlake", "--backend", "vllm", "--set", "model.options.gpu_memory=0.5",
+                         "--device-memory", "2GB")
+    assert code == 2 and "less the vLLM engine's share 0.5 (0.9 GiB)" in err, err
+    code, out, err = cli("plan", "--env", "frozenlake", "--device-memory", "2GB")
+    assert code == 0 and "GiB: fits" in out, err

@@ -11,7 +11,7 @@ import typer
 from mirage.core.cli.common import fail
 from mirage.core.config.run_config import RunConfig
 from mirage.core.errors import ConfigError
-from mirage.core.memory.run_plan import device_limit, refusal, run_plan
+from mirage.core.memory.run_plan import device_limit, engine_share, refusal, run_plan
 
 PLAN_HELP = "print each rank's planned peak memory (weights, gradients, optimizer, activations, KV cache, reference, critic) first"
 DEVICE_MEMORY_HELP = ("refuse, before any work, a run whose planned peak per rank is above this size "
@@ -53,6 +53,8 @@ def memory_check(config: RunConfig, *, nproc: int = 1, device_memory: Optional[s
         registries = build_plugins().registries
         resolve_algorithm(resolved, registries)
         plan = run_plan(resolved, registries, ranks=max(1, nproc), context=context_tokens)
+        if limit is not None:  # the vllm backend's engine holds its share (its weights and KV cache) apart
+            limit = limit.less_engine(engine_share(resolved, registries))
     except ConfigError as error:
         if not required:
             return

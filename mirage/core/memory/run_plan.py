@@ -70,12 +70,25 @@ def run_plan(config: RunConfig, registries: Registries, *, ranks: int = 1, conte
     return estimate(model_shape(config, options), settings)
 
 
+def engine_share(config: RunConfig, registries: Registries) -> float:
+    """The share of the device's memory a sampling engine beside the trainer reserves (the
+    vllm backend's ``gpu_memory``; 0 for a backend without one)."""
+    options = chosen_options(config, registries, "backend", config.model.backend)
+    return float(getattr(options, "gpu_memory", 0.0) or 0.0)
+
+
 @dataclass(frozen=True)
 class Limit:
     """A device's memory: ``bytes`` and where the number came from."""
 
     bytes: float
     source: str
+
+    def less_engine(self, share: float) -> "Limit":
+        """What the trainer has where an engine reserves ``share`` of the device."""
+        if not share:
+            return self
+        return Limit(self.bytes * (1 - share), f"{self.source} less the vLLM engine's share {share:g}")
 
 
 def device_limit(text: str | None, device: str) -> Limit | None:
