@@ -2,7 +2,8 @@
 
 A run's checkpoints are ``checkpoints/RUN_ID/step-NNNNNN`` beside its store
 (mirage/core/run/checkpoints.py); each holds the policy as a Hugging Face checkpoint in
-``policy/``. Probing two steps of one run shows how its reasoning moved between them.
+``policy/`` (a LoRA run's, its adapter: merged into the base once, in the cache).
+Probing two steps of one run shows how its reasoning moved between them.
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ def resolve_model(value: str, db: Path, data: dict[str, Any]) -> tuple[str | Non
         raise ConfigError(f"--model {value!r}: run {run['run_id']} has no checkpoint at step {int(step)}; "
                           f"steps to probe: {listed} (0: the policy it started from; a run keeps its "
                           "newest checkpoint_keep checkpoints)")
+    if (saved[int(step)] / "adapter_config.json").is_file():  # a LoRA run's: its adapter merged
+        from mirage.core.run.loop import cache_dir
+        from mirage.plugins.backend_local.merge import merged_in_cache
+
+        return str(merged_in_cache(run["run_id"], int(step), db, cache_dir())), label
     return str(saved[int(step)]), label
 
 

@@ -5,6 +5,8 @@ base, and the merged export scores as the adapted policy does."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -167,7 +169,7 @@ def stored_metrics(db) -> dict[str, float]:
             if not name.startswith("time/")}
 
 
-@pytest.mark.slow  # three short PPO runs and a merge: about a minute
+@pytest.mark.slow  # three short PPO runs, a merge and a probe: about a minute
 def test_a_lora_run_resumed_from_its_checkpoint_reproduces_the_uninterrupted_run(cli, tiny_config_file, tmp_path):
     from mirage.core.store.run_store import RunStore
     from mirage.plugins.backend_local.merge import restored
@@ -196,6 +198,9 @@ def test_a_lora_run_resumed_from_its_checkpoint_reproduces_the_uninterrupted_run
     assert code == 2 and "expected a new or empty folder" in err
     code, out, err = cli("merge", f"{run_id}@3", "--out", tmp_path / "other", "--db", part)
     assert code == 2 and "no checkpoint at step 3" in err and not (tmp_path / "other").exists()
+    code, out, err = cli("probe", "--model", f"{run_id}@4", "--db", part, "--quiet", "--json")
+    assert code == 0, err  # core probe merges a LoRA run's step itself (once, in the cache)
+    assert json.loads(out)["probes"][0]["model"] == f"{run_id}@4"
     adapter = tmp_path / "checkpoints" / run_id / "step-000004" / "policy"
     code, out, err = cli("run", "--config", tiny_config_file, "--db", tmp_path / "new.duckdb", "--model", adapter)
     assert code == 2 and "holds LoRA adapters" in err and "core merge" in err

@@ -5,6 +5,7 @@ built-in command plugin (mirage.builtins)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Optional
@@ -80,6 +81,26 @@ def restored(run_step: str, db: Path):
     if int(step) != 0:
         backend.load(saved[int(step)])
     return backend
+
+
+def merged_in_cache(run_id: str, step: int, db: Path, cache: Path) -> Path:
+    """The merged checkpoint of a LoRA run's step (``core probe --model RUN@STEP``), made
+    once per adapter in ``cache``: its name carries a digest of the adapter's weights, so a
+    checkpoint that a resume rewrote is merged anew."""
+    import hashlib
+
+    from mirage.core.run.checkpoints import checkpoint_dir, checkpoint_root
+
+    adapter = checkpoint_dir(checkpoint_root(db, run_id), step) / "policy" / "adapter_model.safetensors"
+    digest = hashlib.sha256(adapter.read_bytes()).hexdigest()[:16]
+    target = cache / "merged" / f"{run_id}-step-{step:06d}-{digest}"
+    if not (target / "config.json").is_file():
+        staging = target.parent / f".{target.name}.{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        restored(f"{run_id}@{step}", db).export(staging)
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
+    return target
 
 
 @hookimpl
