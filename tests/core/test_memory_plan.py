@@ -230,3 +230,9 @@ def test_the_vllm_engines_share_is_not_the_trainers(cli):
     assert code == 2 and "less the vLLM engine's share 0.5 (0.9 GiB)" in err, err
     code, out, err = cli("plan", "--env", "frozenlake", "--device-memory", "2GB")
     assert code == 0 and "GiB: fits" in out, err
+
+
+def test_core_preflight_plan_prints_the_plan_before_its_batch(cli):
+    code, out, err = cli("preflight", "--env", "frozenlake", "--prompts", "2", "--group-size", "2", "--plan")
+    assert code == 0, err
+    assert out.index("total per rank") < out.index("Std(RV)/Mean(RV)")

@@ -20,7 +20,7 @@ NOT_CONFIG = {
     "run": {"--config", "--set", "--experiment", "--registry", "--db", "--resume", "--name",
             "--tag", "--note", "--quiet", "--nproc", "--launcher", "--ray-address",
             "--plan", "--device-memory", "--context-tokens"},  # the memory plan's (core plan's too)
-    "preflight": {"--config"},
+    "preflight": {"--config", "--plan"},
     "plan": {"--config", "--set", "--experiment", "--registry", "--nproc", "--device-memory", "--context-tokens"},
 }
 CLI_SUFFIX = re.compile(r"  \[(default: [^\]]+|repeatable)\]$")

@@ -187,6 +187,7 @@ def run(
 def preflight(
     given: GivenOptions,
     config_file: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP),
+    plan: bool = typer.Option(False, "--plan", help=PLAN_HELP.replace("first", "first, for a run of these settings")),
 ) -> None:
     """One rollout batch with the current policy: is RV filtering likely to help?
 
@@ -198,7 +199,13 @@ def preflight(
     data = _start_data(None, None, config_file)
     _set_options(data, given)
     try:
-        report = run_preflight(parse_config(data))
+        config = parse_config(data)
+    except ConfigError as error:
+        fail(str(error))
+    if plan:
+        memory_check(config, show=True)
+    try:
+        report = run_preflight(config)
     except ConfigError as error:
         fail(str(error))
     typer.echo(report.render())
