@@ -53,8 +53,11 @@ print("versions: " + ", ".join(f"{n} {metadata.version(n)}" for n in names)
 EOF
 
 START=$EPOCHREALTIME
+# micro-batches of 16: the memory plan puts Qwen2.5-0.5B's update at 25 GiB there (145 GiB at
+# the default 128), within what the engine's half of an 80 GB card leaves (`core plan`)
 "$PYTHON" -m mirage run --backend vllm --model "$MODEL" --env sokoban --steps 5 \
     --prompts 8 --group-size 16 --val-every 5 --val-episodes 32 --set model.dtype=bfloat16 \
+    --set algorithm.micro_batch_size=16 \
     --db "$DB" --name "$NAME" --quiet "$@"
 END=$EPOCHREALTIME
 

@@ -50,11 +50,15 @@ def test_the_tiny_shape_is_the_local_backends_tiny_model():
     assert tiny_shape(32, 2, 4).parameters() == model.num_parameters()
 
 
-def test_the_scoring_chunk_is_the_local_backends():
-    from mirage.core.memory import plan
-    from mirage.plugins.backend_local import backend
+def test_scoring_chunks_shrink_to_keep_one_chunks_logits_within_the_budget():
+    """The local backend and the plan share one rule: 128 rows for a small vocabulary,
+    fewer for a real model's (Qwen2.5's 151,936 words at 256 tokens: 20 GiB in 128 rows)."""
+    from mirage.core.rl.score_chunks import LOGITS_BUDGET, score_rows
 
-    assert plan.SCORE_CHUNK == backend.SCORE_CHUNK
+    assert score_rows(256, 100) == 128
+    rows = score_rows(256, 151_936)
+    assert 1 <= rows < 128 and rows * 256 * 151_936 * 4 <= LOGITS_BUDGET < (rows + 1) * 256 * 151_936 * 4
+    assert score_rows(10**9, 10**9) == 1
 
 
 def test_lora_parameters_are_rank_times_in_plus_out_per_adapted_projection():
@@ -153,10 +157,18 @@ def test_a_run_config_plans_its_model_critic_and_reference(tmp_path):
 
 
 def test_a_refusal_says_when_scoring_alone_is_over():
-    # RAGEN #92: Qwen2.5-0.5B on a 24 GB card; scoring's chunks of 128 rows of 151,936 logits
+    # the float32 weights alone (2 GB) pass a 1 GB card: no training setting helps
+    plan = estimate(QWEN25["0.5B"], Settings(context_tokens=216, response_tokens=40, dtype="bfloat16"))
+    line = refusal(plan, Limit(1e9, "--device-memory 1GB"))
+    assert "none of LoRA, gradient checkpointing" in line and "scoring alone needs" in line
+
+
+def test_qwen25_05b_fits_a_24gb_card_at_a_smaller_micro_batch():
+    # RAGEN #92: scoring in chunks bounded by their logits leaves the update to plan for
     plan = estimate(QWEN25["0.5B"], Settings(context_tokens=216, response_tokens=40, dtype="bfloat16"))
     line = refusal(plan, Limit(24e9, "--device-memory 24GB"))
-    assert "none of LoRA, gradient checkpointing" in line and "scoring alone needs" in line
+    assert "would fit:" in line and "micro" in line
+    assert plan.phase_total("score") < 24e9
 
 
 def test_a_refusal_is_one_line_naming_what_fits():

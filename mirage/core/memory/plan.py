@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mirage.core.memory.shape import PROJECTIONS, ModelShape
+from mirage.core.rl.score_chunks import score_rows
 
 GIB = 1024**3
 # Values kept for the backward pass per token of one decoder layer, as multiples of
@@ -45,10 +46,9 @@ HEAD_PER_RESPONSE_TOKEN = 5  # x L x V
 # The reference's forward, run while the policy's graph is kept, cost as much again (measured)
 REFERENCE_PER_TOKEN, REFERENCE_PER_RESPONSE_TOKEN = 1, 5
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
-# Scoring (no gradients) runs in chunks of this many rows (the local backend's SCORE_CHUNK):
-# the chunk's logits over every token (float32; under bfloat16 the autocast output beside
-# its float32 copy) and log-softmax statistics over the response positions
-SCORE_CHUNK = 128
+# Scoring (no gradients) runs in chunks of rows (mirage/core/rl/score_chunks.py, the local
+# backend's rule): the chunk's logits over every token (float32; under bfloat16 the
+# autocast output beside its float32 copy) and log-softmax statistics over the response positions
 SCORE_PER_RESPONSE_TOKEN = 3  # x L x V
 PHASES = ("rollout", "score", "update")
 
@@ -155,7 +155,7 @@ def estimate(shape: ModelShape, settings: Settings) -> Plan:
         parts.append(Component("autocast copies", 2 * params * (2 if s.critic else 1), "update",
                                "bfloat16 weight casts"))
     sequence = s.context_tokens + s.response_tokens
-    scored = min(SCORE_CHUNK, s.rollout_rows)
+    scored = min(score_rows(sequence, shape.vocab), s.rollout_rows)
     logits = scored * (sequence * (1.5 if compute == 2 else 1) + SCORE_PER_RESPONSE_TOKEN * s.response_tokens)
     parts.append(Component("scoring logits", logits * shape.vocab * 4, "score", f"chunks of {scored} rows"))
     kv = s.rollout_rows * sequence * shape.layers * 2 * shape.kv_width * compute

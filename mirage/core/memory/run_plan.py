@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from mirage.core.config.run_config import RunConfig
 from mirage.core.errors import ConfigError
-from mirage.core.memory.plan import GIB, SCORE_CHUNK, Plan, Settings, alternatives, estimate, lora_of, parse_size
+from mirage.core.memory.plan import GIB, Plan, Settings, alternatives, estimate, lora_of, parse_size
 from mirage.core.memory.shape import ModelShape, shape_of_checkpoint, tiny_shape
 from mirage.core.plugin_api.registry import Registries
 from mirage.core.run.validate import chosen_options
@@ -118,7 +118,7 @@ def refusal(plan: Plan, limit: Limit) -> str | None:
     fits = alternatives(plan.shape, plan.settings, limit.bytes)
     scoring = plan.phase_total("score")
     why = ("" if fits or scoring <= limit.bytes else
-           f" (scoring alone needs {scoring / GIB:.1f} GiB: its chunks of {SCORE_CHUNK} rows are fixed in the local backend)")
+           f" (scoring alone needs {scoring / GIB:.1f} GiB: the weights and one chunk's logits)")
     return (f"the memory plan needs {plan.peak / GIB:.1f} GiB per rank, above {limit.source} "
             f"({limit.bytes / GIB:.1f} GiB); "
             + (f"would fit: {'; or '.join(fits)}" if fits else "none of LoRA, gradient checkpointing, a smaller "
