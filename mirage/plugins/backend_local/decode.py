@@ -1,5 +1,5 @@
-"""A lean batched decode loop for Qwen2-architecture causal LMs (the default policy and
-Qwen2/Qwen2.5 checkpoints).
+"""A lean batched decode loop for Qwen2- and Llama-architecture causal LMs (the default
+policy, Qwen2/Qwen2.5 checkpoints, SmolLM2 and other LlamaForCausalLM checkpoints).
 
 What ``model.generate`` spends its time on for a rollout batch, and what this loop does
 instead (bench/generation.py measures both):
@@ -39,15 +39,28 @@ _HARMLESS = {"bos_token_id", "eos_token_id", "pad_token_id", "do_sample", "tempe
              "use_cache", "output_attentions", "output_hidden_states"}
 
 
+# Architectures whose decoder layer is prompt_cache.layers' layout: pre-norm, q/k/v/o
+# projections (with or without bias, which the model's own modules apply), rotary queries
+# and keys, gated MLP. Llama differs from Qwen2 only in biases and rope scaling variants.
+ARCHITECTURES = ("qwen2", "llama")
+# Rope types whose cos and sin depend on the position alone, computed once by the model's
+# own rotary module: the loop asks it for each step's positions and gets what the full
+# forward gets. "dynamic" and "longrope" rescale by the sequence length of each call,
+# which the loop's calls (distinct prompts, then one token) do not reproduce.
+STATIC_ROPE = ("default", "linear", "llama3", "yarn")
+
+
 def unsupported(model) -> str | None:
     """Why this loop cannot stand in for ``model.generate`` on ``model``, or None."""
     config = model.config
-    if getattr(config, "model_type", None) != "qwen2":
-        return f"model type {getattr(config, 'model_type', None)!r} (the lean loop knows qwen2)"
+    model_type = getattr(config, "model_type", None)
+    if model_type not in ARCHITECTURES:
+        return f"model type {model_type!r} (the lean loop knows {', '.join(ARCHITECTURES)})"
     if getattr(config, "use_sliding_window", False):
         return "sliding-window attention"
-    if config.rope_parameters.get("rope_type", "default") != "default":
-        return f"rope type {config.rope_parameters['rope_type']!r}"
+    rope = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
+    if rope not in STATIC_ROPE:
+        return f"rope type {rope!r} (the lean loop knows {', '.join(STATIC_ROPE)})"
     extra = set(model.generation_config.to_diff_dict()) - _HARMLESS
     if extra:
         return f"the checkpoint's generation config sets {sorted(extra)}"

@@ -1,5 +1,6 @@
 """Keys and values of prompts that many rows continue, kept once per distinct prompt, and
-attention that reads them once for all those rows; for Qwen2-architecture causal LMs.
+attention that reads them once for all those rows; for Qwen2- and Llama-architecture
+causal LMs (decode.unsupported says which models).
 
 decode.py samples with it (a rollout batch repeats each first prompt G times) and
 cross_scoring.py teacher-forces every response after every context with it. The model's
@@ -13,7 +14,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from transformers.models.qwen2.modeling_qwen2 import apply_rotary_pos_emb
+# the same function in modeling_qwen2 and modeling_llama (rotate-half RoPE)
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 
 @dataclass
