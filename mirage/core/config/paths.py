@@ -89,11 +89,27 @@ WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.
 _LISTED = 8  # names a message lists of what a directory holds
 
 
+def gguf_file(path: Path) -> Path | None:
+    """The GGUF file ``path`` names: ``path`` itself (a ``.gguf`` file), or the one
+    ``.gguf`` in a directory without a config.json; None otherwise."""
+    if path.is_file():
+        return path if path.suffix == ".gguf" else None
+    if path.is_dir() and not (path / "config.json").is_file():
+        found = list(path.glob("*.gguf"))
+        return found[0] if len(found) == 1 else None
+    return None
+
+
 def checkpoint_problem(path: Path, value: str) -> str | None:
     """Why the existing local path ``path`` (written ``value``) is not a Hugging Face
     checkpoint directory (a config.json and weights), listing what it holds; or None."""
+    if gguf_file(path) is not None:  # a GGUF file, loaded through transformers (docs/warm-start.md)
+        return None
     if not path.is_dir():
         return f"--model {value!r} is not a checkpoint directory"
+    if len(list(path.glob("*.gguf"))) > 1 and not (path / "config.json").is_file():
+        names = ", ".join(sorted(p.name for p in path.glob("*.gguf"))[:_LISTED])
+        return f"--model {value!r} holds several .gguf files ({names}): name the one to load"
     if (path / "adapter_config.json").is_file() and not (path / "config.json").is_file():
         return (f"--model {value!r} holds LoRA adapters (model.lora), not a whole model: write one "
                 "with the adapters merged in, core merge RUN@STEP --out DIR")

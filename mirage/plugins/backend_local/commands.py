@@ -38,15 +38,35 @@ def warmstart(
                                 "batches whose first-turn retrieval accuracy is measured"),
     set_: list[str] = typer.Option([], "--set", help="config override PATH=VALUE, e.g. "
                                    "model.options.warmstart_steps=600 (repeatable)"),
+    model: Optional[str] = typer.Option(
+        None, "--model", help="fine-tune this pretrained checkpoint (directory, hub id, or .gguf file) "
+        "on ENV's demonstrations in its own chat format, LoRA with --set model.lora.rank=N, and "
+        "write it to --out (required)"),
+    target_format: float = typer.Option(0.9, min=0.0, max=1.0, help="with --model: stop once the "
+                                        "validation rooms' format validity reaches this"),
+    check_every: int = typer.Option(10, min=1, help="with --model: steps between format checks"),
+    max_steps: int = typer.Option(200, min=1, max=100_000, help="with --model: the step limit"),
+    batch: int = typer.Option(8, min=1, max=1024, help="with --model: demonstration pairs per step"),
+    demos: int = typer.Option(256, min=1, max=100_000, help="with --model: demonstrated episodes"),
+    lr: Optional[float] = typer.Option(None, min=0.0, help="with --model: learning rate "
+                                       "[default: 1e-3 with LoRA, 5e-5 for every weight]"),
 ) -> None:
     """Show where ENV's warm start comes from (shipped, cached or trained now), or rebuild
-    and record it."""
+    and record it; with --model, warm-start a pretrained checkpoint."""
     from mirage.core.plugin_api.manager import build_plugins
     from mirage.core.run.loop import cache_dir, open_session
     from mirage.core.run.threads import apply_checked
     from mirage.core.run.validate import parse_config, validate_config
     from mirage.plugins.backend_local import shipped, warmstart as ws
 
+    if model is not None:
+        if out is None:
+            fail("core warmstart --model needs --out, the folder to write the warm-started checkpoint in")
+        if rebuild:
+            fail("--rebuild rebuilds the tiny policy; with --model every run is a new warm start: drop --rebuild")
+        _check_out(out)
+        return _pretrained(env, model, out, set_, target_format=target_format, check_every=check_every,
+                           max_steps=max_steps, batch=batch, demos=demos, lr=lr)
     if out is not None:
         _check_out(out)
     data: dict[str, Any] = {"env": {"name": env}}
@@ -101,6 +121,60 @@ def warmstart(
     typer.echo(json.dumps({"warmstart_key": key, **{k: facts[k] for k in sorted(facts)},
                            "quality": quality}, indent=1))
     typer.echo(f"recorded in {target}")
+
+
+def _pretrained(env: str, model: str, out: Path, set_: list[str], **how: Any) -> None:
+    """``core warmstart ENV --model PATH_OR_ID``: pretrained_warmstart.py."""
+    from mirage.core.cli.common import check_paths
+    from mirage.core.plugin_api.manager import build_plugins
+    from mirage.core.run.loop import cache_dir, open_session
+    from mirage.core.run.threads import apply_checked
+    from mirage.core.run.validate import parse_config, validate_config
+    from mirage.plugins.backend_local import pretrained_warmstart as pws
+
+    check_paths(None, model)
+    data: dict[str, Any] = {"env": {"name": env}}
+    try:
+        for path, value in settings(set_).items():
+            assign(data, path, value)
+        assign(data, "model.path", model)
+        config = parse_config(data)
+        if config.model.backend != "local":
+            raise ConfigError("core warmstart --model trains through the local backend; model.backend must be local")
+        plugins = build_plugins()
+        env_options = validate_config(config, plugins)
+        threads = apply_checked(config.threads)
+        started = time.perf_counter()
+        session = open_session(config, plugins, env_options)
+        loaded = session.backend.prepare(session.env_cls, cache_dir())
+    except ConfigError as error:
+        fail(str(error))
+    facts = pws.finetune(session, target_format=how["target_format"], check_every=how["check_every"],
+                         max_steps=how["max_steps"], batch_size=how["batch"], episodes=how["demos"],
+                         lr=how["lr"])
+    command = ["core warmstart", env, "--model", model, "--out", str(out),
+               *(f"--{k.replace('_', '-')} {v}" for k, v in how.items() if v is not None),
+               *(f"--set {s}" for s in set_)]
+    facts |= {
+        "source_model": model,
+        "env": env,
+        "lora": {k: loaded[k] for k in loaded if k.startswith("lora_")} or None,
+        "saved": "merged" if session.backend.adapters is not None else "full",
+        "seconds": round(time.perf_counter() - started, 1),
+        "provenance": {
+            "command": " ".join(command),
+            "commit": _git_commit(),
+            "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "machine": {"platform": platform.platform(), "threads": threads.count},
+            "settings": {"env": config.env.model_dump(mode="json"), "seed": config.seed,
+                         "model_options": session.backend.options.model_dump(mode="json")},
+        },
+    }
+    pws.save(session, out, facts)
+    typer.echo(json.dumps({k: v for k, v in facts.items() if k not in ("provenance", "checks")}, indent=1))
+    typer.echo(f"{env}: stopped by the {facts['warmstart_stopped_by'].replace('_', ' ')} after "
+               f"{facts['warmstart_steps']} steps, format validity {facts['format_valid_before']:.3f} -> "
+               f"{facts['format_valid_after']:.3f}; written to {out} (core run --model {out})")
 
 
 def _check_out(out: Path) -> None:

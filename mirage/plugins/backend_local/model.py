@@ -19,7 +19,7 @@ from transformers import (
 )
 from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
 
-from mirage.core.config.paths import checkpoint_problem
+from mirage.core.config.paths import checkpoint_problem, gguf_file
 from mirage.core.errors import ConfigError
 from mirage.plugins.backend_local.options import LocalOptions
 
@@ -35,9 +35,28 @@ def model_source_error(path: str) -> str | None:
     """Why ``path`` can be neither a local checkpoint directory nor a hub id, or None."""
     local = Path(path).expanduser()
     if local.exists():
-        return checkpoint_problem(local, path)
+        return checkpoint_problem(local, path) or gguf_problem(local, path)
     if path.startswith((".", "/", "~")) or not _HUB_ID.match(path):
         return f"--model path {path!r} does not exist"
+    return None
+
+
+# What transformers needs to read a GGUF file (`pip install 'mirage-rl[gguf]'`): gguf parses
+# it, accelerate places the dequantised weights.
+GGUF_PACKAGES = ("gguf", "accelerate")
+
+
+def gguf_problem(local: Path, path: str) -> str | None:
+    """Why the GGUF file ``local`` names cannot be loaded here (a package it needs is
+    missing), or None; None too for a path that is not a GGUF file."""
+    import importlib.util
+
+    if gguf_file(local) is None:
+        return None
+    missing = [name for name in GGUF_PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:
+        return (f"--model {path!r} is a GGUF file, which transformers reads only with the "
+                f"package(s) {', '.join(missing)} installed: pip install 'mirage-rl[gguf]'")
     return None
 
 
@@ -81,12 +100,23 @@ def _saved_as_plain_tokenizers(path: str) -> bool:
 def load_pretrained(path: str):
     """Model and tokenizer from a checkpoint directory or hub id; ConfigError (one line)
     when neither the hub nor its cache has it."""
+    gguf = gguf_file(Path(path).expanduser())
+    if gguf is not None:  # dequantised to float32 by transformers (about 26 s for 135M)
+        if problem := gguf_problem(gguf, path):
+            raise ConfigError(problem)
+        source, named = {"gguf_file": gguf.name}, str(gguf.parent)
+    else:
+        source, named = {}, path
     try:
-        tokenizer = load_tokenizer(path)
+        tokenizer = load_tokenizer(named, **source)
         with _BUILDING:
-            loader = AutoModelForImageTextToText if _has_vision(path) else AutoModelForCausalLM
-            model = loader.from_pretrained(path, dtype=torch.float32)
-    except OSError as error:  # not on the hub, no network and not cached, no such repo
+            loader = AutoModelForImageTextToText if _has_vision(named) else AutoModelForCausalLM
+            model = loader.from_pretrained(named, dtype=torch.float32, **source)
+    except Exception as error:
+        if gguf is None and not isinstance(error, OSError):
+            raise
+        # OSError: not on the hub, no network and not cached, no such repo; anything else
+        # from a GGUF file: gguf could not parse it, or transformers does not map its architecture
         reason = " ".join(str(error).split())
         reason = reason if len(reason) <= 240 else reason[:237] + "..."
         raise ConfigError(f"--model {path!r}: cannot load it ({reason})") from None
@@ -95,13 +125,14 @@ def load_pretrained(path: str):
     return model, tokenizer
 
 
-def load_tokenizer(path: str):
-    """The tokenizer saved at ``path`` (OSError where there is none)."""
-    if _saved_as_plain_tokenizers(path):
+def load_tokenizer(path: str, **source):
+    """The tokenizer saved at ``path`` (OSError where there is none); ``source`` names a
+    GGUF file in it (``gguf_file=``)."""
+    if not source and _saved_as_plain_tokenizers(path):
         # AutoTokenizer swaps in the model family's own tokenizer class for some model
         # types (Qwen2 among them), which would re-tokenize a locally built vocabulary.
         return PreTrainedTokenizerFast.from_pretrained(path)
-    return AutoTokenizer.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(path, **source)
 
 
 def _local_config(path: str) -> dict | None:
