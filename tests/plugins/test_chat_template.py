@@ -9,39 +9,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from checkpoints import save_templated_checkpoint
 
-from mirage.core.config.run_config import EnvConfig, RunConfig
+from mirage.core.config.run_config import RunConfig
 from mirage.core.plugin_api.manager import build_plugins
 from mirage.core.rl.batch import make_batch
-from mirage.core.rl.demos import collect_demonstrations
 from mirage.core.rl.episode import THINK
 from mirage.core.run.loop import open_session
 from mirage.core.run.validate import build_config, validate_config
-from mirage.envs.frozenlake import FrozenLake, FrozenLakeOptions
 from mirage.plugins.backend_local import chat_template
-from mirage.plugins.backend_local.model import build_tiny_model
-from mirage.plugins.backend_local.options import LocalOptions
-from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
 from mirage.plugins.rollout import mirage_rollout
-
-MARKERS = ["<|im_start|>", "<|im_end|>"]
-TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-            "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
 @pytest.fixture(scope="module")
 def templated_model(tmp_path_factory) -> Path:
-    demos = collect_demonstrations(FrozenLake, FrozenLakeOptions(), EnvConfig(name="frozenlake"), 10, 0)
-    tokenizer = build_word_tokenizer(c + "\n" + r for c, r in demos.pairs)
-    tokenizer.add_special_tokens({"additional_special_tokens": MARKERS})
-    tokenizer.add_tokens(["user", "assistant"])
-    tokenizer.chat_template = TEMPLATE
-    model = build_tiny_model(LocalOptions(hidden=32, layers=1, heads=2), len(tokenizer), tokenizer.pad_token_id,
-                             tokenizer.eos_token_id, tokenizer.bos_token_id)
-    target = tmp_path_factory.mktemp("templated") / "model"
-    model.save_pretrained(target)
-    tokenizer.save_pretrained(target)
-    return target
+    return save_templated_checkpoint(tmp_path_factory.mktemp("templated") / "model")
 
 
 def prepared(data: dict, cache: Path):

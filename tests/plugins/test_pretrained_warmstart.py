@@ -8,16 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from checkpoints import save_templated_checkpoint
 
-from mirage.core.config.run_config import EnvConfig
-from mirage.core.rl.demos import collect_demonstrations
-from mirage.envs.frozenlake import FrozenLake, FrozenLakeOptions
-from mirage.plugins.backend_local.model import build_tiny_model
-from mirage.plugins.backend_local.options import LocalOptions
-from mirage.plugins.backend_local.tokenizer import build_word_tokenizer
 
-TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-            "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 FAST = ["--set", "threads=1", "--set", "validation.episodes=4", "--set", "rollout.max_new_tokens=24",
         "--set", "env.max_turns=2", "--demos", "8", "--batch", "4"]
 
@@ -25,17 +18,7 @@ FAST = ["--set", "threads=1", "--set", "validation.episodes=4", "--set", "rollou
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory) -> Path:
     """A tiny untrained 'pretrained' checkpoint whose tokenizer has a chat template."""
-    demos = collect_demonstrations(FrozenLake, FrozenLakeOptions(), EnvConfig(name="frozenlake"), 10, 0)
-    tokenizer = build_word_tokenizer(c + "\n" + r for c, r in demos.pairs)
-    tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
-    tokenizer.add_tokens(["user", "assistant"])
-    tokenizer.chat_template = TEMPLATE
-    model = build_tiny_model(LocalOptions(hidden=32, layers=1, heads=2), len(tokenizer), tokenizer.pad_token_id,
-                             tokenizer.eos_token_id, tokenizer.bos_token_id)
-    target = tmp_path_factory.mktemp("pretrained") / "model"
-    model.save_pretrained(target)
-    tokenizer.save_pretrained(target)
-    return target
+    return save_templated_checkpoint(tmp_path_factory.mktemp("pretrained") / "model")
 
 
 def test_lora_warm_start_stops_at_the_step_limit_and_saves_a_merged_checkpoint(cli, pretrained, tmp_path):
