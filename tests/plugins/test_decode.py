@@ -138,12 +138,17 @@ def test_cross_scoring_equals_scoring_every_pair_in_full(monkeypatch, pairs: int
     """Chunks of 5 pairs split a context's responses across chunks; 256 takes several
     contexts at once."""
     monkeypatch.setattr(cross_scoring, "PAIRS", pairs)
-    model = tiny_qwen(8, kv_heads=kv_heads)
+    check_cross_scoring(tiny_qwen(8, kv_heads=kv_heads), atol=1e-4)
+
+
+def check_cross_scoring(model, atol: float) -> None:
+    """The shared-cache cross-scores of 6 responses under 4 contexts equal every pair
+    scored in full, log-probs and entropies within ``atol``."""
     rng = random.Random(9)
     contexts = grouped_contexts(10, prompts=4, group=1)
     responses = [[rng.randrange(3, VOCAB) for _ in range(n)] for n in (1, 7, 3, 12, 1, 5)]
     logprobs, entropy = cross_scoring.cross_score(model, contexts, responses, PAD)
     want_logprobs, want_entropy = full_pair_scores(model, contexts, responses)
     assert logprobs.shape == (6, 4)
-    assert torch.allclose(logprobs, want_logprobs, atol=1e-4, rtol=0)
-    assert torch.allclose(entropy, want_entropy, atol=1e-4, rtol=0)
+    assert torch.allclose(logprobs, want_logprobs, atol=atol, rtol=0)
+    assert torch.allclose(entropy, want_entropy, atol=atol, rtol=0)

@@ -12,7 +12,7 @@ import random
 
 import pytest
 import torch
-from test_decode import CASES, EOS, PAD, VOCAB, full_pair_scores, grouped_contexts, plain
+from test_decode import CASES, EOS, PAD, VOCAB, check_cross_scoring, grouped_contexts, plain
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from mirage.plugins.backend_local import cross_scoring, decode
@@ -100,12 +100,4 @@ def test_seeded_rows_sample_what_generate_samples_for_each_row_alone(sampling: s
 def test_cross_scoring_equals_scoring_every_pair_in_full_on_llama(monkeypatch, pairs: int, kv_heads: int,
                                                                    bias: bool) -> None:
     monkeypatch.setattr(cross_scoring, "PAIRS", pairs)
-    model = tiny_llama(8, kv_heads=kv_heads, bias=bias)
-    rng = random.Random(9)
-    contexts = grouped_contexts(10, prompts=4, group=1)
-    responses = [[rng.randrange(3, VOCAB) for _ in range(n)] for n in (1, 7, 3, 12, 1, 5)]
-    logprobs, entropy = cross_scoring.cross_score(model, contexts, responses, PAD)
-    want_logprobs, want_entropy = full_pair_scores(model, contexts, responses)
-    assert logprobs.shape == (6, 4)
-    assert torch.allclose(logprobs, want_logprobs, atol=1e-5, rtol=0)
-    assert torch.allclose(entropy, want_entropy, atol=1e-5, rtol=0)
+    check_cross_scoring(tiny_llama(8, kv_heads=kv_heads, bias=bias), atol=1e-5)
