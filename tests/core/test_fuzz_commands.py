@@ -96,7 +96,10 @@ VALID_BY_NAME: dict[str, str] = {
     "text": "a note", "name": "fuzz-renamed", "env": "frozenlake",
     "experiment": "{experiment}",
 }
-VALID_BY_COMMAND = {("tag", "tags"): "fuzz-new", ("untag", "tags"): "fuzz"}  # untag: a tag it has
+VALID_BY_COMMAND = {("tag", "tags"): "fuzz-new", ("untag", "tags"): "fuzz",  # untag: a tag it has
+                    ("merge", "run_step"): RUN_ID + "@0",  # the prepared run's starting policy
+                    ("merge", "out"): MISSING,  # a folder not written yet
+                    ("warmstart", "model"): "HuggingFaceTB/SmolLM2-135M-Instruct"}  # a hub id: never reached
 STORE_TAG = "fuzz"  # the prepared run carries it, so `untag RUN fuzz` is valid
 
 # Bad values that are valid for that option, each with the reason.

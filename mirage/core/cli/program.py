@@ -13,7 +13,7 @@ from pluggy import HookImpl
 
 from mirage.core.cli import run_commands
 from mirage.core.cli.launched_run import launched
-from mirage.core.cli.memory_check import (PLAN_HELP, check_size, context_tokens_option, device_memory_option,
+from mirage.core.cli.memory_check import (PLAN_HELP, check_names, check_size, context_tokens_option, device_memory_option,
                                           memory_check)
 from mirage.core.cli.common import DB_HELP, REGISTRY_HELP, check_paths, fail, settings
 from mirage.core.cli.run_options import PREFLIGHT_OPTIONS, RUN_OPTIONS, GivenOptions, with_config_options
@@ -218,7 +218,7 @@ def plan(
     set_: list[str] = typer.Option([], "--set", help="set any config PATH=VALUE (repeatable, applied last)"),
     experiment: Optional[str] = typer.Option(None, help="start from this registry.yaml experiment's base config"),
     registry: Optional[Path] = typer.Option(None, help=REGISTRY_HELP),
-    nproc: int = typer.Option(1, min=1, help="processes the run would use (fsdp shards over them)"),
+    nproc: int = typer.Option(1, min=1, max=65536, help="processes the run would use (fsdp shards over them)"),
     device_memory: Optional[str] = device_memory_option(),
     context_tokens: Optional[int] = context_tokens_option(),
 ) -> None:
@@ -232,6 +232,9 @@ def plan(
     _set_options(data, given, fixed)
     try:
         config = parse_config(data)
+        from mirage.core.plugin_api.manager import build_plugins
+
+        check_names(config, build_plugins().registries)  # what core run would refuse by name or option
     except ConfigError as error:
         fail(str(error))
     memory_check(config, nproc=nproc, device_memory=device_memory, context_tokens=context_tokens, show=True)
