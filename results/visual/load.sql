@@ -1,0 +1,9 @@
+COPY events FROM 'results/visual/events.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY "groups" FROM 'results/visual/groups.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY metrics FROM 'results/visual/metrics.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY rollouts FROM 'results/visual/rollouts.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY runs FROM 'results/visual/runs.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY schema_migrations FROM 'results/visual/schema_migrations.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY schema_version FROM 'results/visual/schema_version.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY sweeps FROM 'results/visual/sweeps.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY sweep_cells FROM 'results/visual/sweep_cells.parquet' (FORMAT 'parquet', compression 'zstd');
