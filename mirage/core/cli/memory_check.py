@@ -33,19 +33,11 @@ def check_names(config: RunConfig, registries) -> None:
     backend, algorithm, filter, diagnostics and loggers, and each chosen component's
     options) or an empty ``--model``; the checks that need the run's machine (an installed
     engine, the weights) are not a plan's."""
-    from mirage.core.plugin_api.registry import UnknownComponentError
-    from mirage.core.run.validate import chosen_options
+    from mirage.core.run.validate import chosen_components, chosen_options
 
     if config.model.path is not None and not str(config.model.path).strip():
         raise ConfigError("--model '': give a checkpoint directory, a hub id or a .gguf file")
-    try:
-        for registry, name in [(registries.envs, config.env.name), (registries.backends, config.model.backend),
-                               (registries.algorithms, config.algorithm.name), (registries.filters, config.filter.name),
-                               *[(registries.diagnostics, n) for n in config.diagnostics.names],
-                               *[(registries.loggers, n) for n in config.loggers.names]]:
-            registry.get(name)
-    except UnknownComponentError as error:
-        raise ConfigError(str(error)) from None
+    chosen_components(config, registries)
     for kind, name in [("env", config.env.name), ("backend", config.model.backend),
                        ("algorithm", config.algorithm.name), ("filter", config.filter.name)]:
         chosen_options(config, registries, kind, name)

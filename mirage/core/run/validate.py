@@ -137,23 +137,28 @@ def build_component(config: RunConfig, registries: Registries, kind: str, name: 
     return cls(config, options)
 
 
-def validate_config(config: RunConfig, plugins: Plugins) -> Any:
-    """Resolve ``config``'s algorithm section in place (:func:`resolve_algorithm`), then raise
-    ConfigError unless every name resolves and every value fits (each chosen component's
-    options included, mirage/core/config/options.py); return the environment's validated options."""
-    reg = plugins.registries
-    resolve_algorithm(config, reg)
+def chosen_components(config: RunConfig, reg: Registries) -> tuple[Any, Any, Any, Any]:
+    """The environment, backend, algorithm and filter classes ``config`` names; ConfigError
+    naming the valid choices where one of them, or a diagnostic or logger, is not registered."""
     try:
-        env_cls = reg.envs.get(config.env.name)
-        backend_cls = reg.backends.get(config.model.backend)
-        algorithm_cls = reg.algorithms.get(config.algorithm.name)
-        filter_cls = reg.filters.get(config.filter.name)
+        found = (reg.envs.get(config.env.name), reg.backends.get(config.model.backend),
+                 reg.algorithms.get(config.algorithm.name), reg.filters.get(config.filter.name))
         for name in [*config.diagnostics.names, *config.diagnostics.options]:
             reg.diagnostics.get(name)
         for name in [*config.loggers.names, *config.loggers.options]:
             reg.loggers.get(name)
     except UnknownComponentError as error:
         raise ConfigError(str(error)) from None
+    return found
+
+
+def validate_config(config: RunConfig, plugins: Plugins) -> Any:
+    """Resolve ``config``'s algorithm section in place (:func:`resolve_algorithm`), then raise
+    ConfigError unless every name resolves and every value fits (each chosen component's
+    options included, mirage/core/config/options.py); return the environment's validated options."""
+    reg = plugins.registries
+    resolve_algorithm(config, reg)
+    env_cls, backend_cls, algorithm_cls, filter_cls = chosen_components(config, reg)
     if "observation" in config.env.options and "observation" not in env_cls.Options.model_fields:
         seeing = sorted(name for name in reg.envs.names() if "observation" in reg.envs.get(name).Options.model_fields)
         raise ConfigError(f"env {config.env.name!r} has no image observations (env.options.observation); "
