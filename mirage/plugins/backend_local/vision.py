@@ -145,10 +145,31 @@ def image_inputs(processor, images: Iterable[Image], device, ids: torch.Tensor |
     images = [image.pil for image in images]
     if not images:
         return {}
+    if problem := size_problem(processor.image_processor, images):
+        raise ValueError(problem)
     out = dict(processor.image_processor(images, return_tensors="pt"))
     if ids is not None and "mm_token_type_ids" in processor.model_input_names:
         out["mm_token_type_ids"] = torch.tensor(processor.create_mm_token_type_ids(ids.tolist()))
     return {name: value.to(device) for name, value in out.items()}
+
+
+def size_problem(image_processor, pictures) -> str | None:
+    """Why ``pictures`` do not fit an image processor that takes pictures as they are (the
+    tiny policy's: no resizing, so its vision tower's learned positions fix one size), or
+    None; a processor that resizes (a pretrained model's) takes any size."""
+    if getattr(image_processor, "do_resize", True):
+        return None
+    size = getattr(image_processor, "size", None) or {}
+    want = (size.get("width"), size.get("height"))
+    if None in want:
+        return None
+    for picture in pictures:
+        if tuple(picture.size) != want:
+            return (f"a picture of {picture.size[0]} x {picture.size[1]} pixels reached a policy whose "
+                    f"vision tower takes {want[0]} x {want[1]} (square rooms of {want[0] // PATCH} tiles, "
+                    "the size it was built for): use rooms of that size, or a policy built for "
+                    "these rooms (core warmstart ENV with env.options.size)")
+    return None
 
 
 def encode_with_images(processor, text: str, images: tuple[Image, ...]) -> list[int]:
