@@ -12,6 +12,7 @@ import math
 from typing import Literal, Sequence
 
 from mirage.core.rl.returns import returns_equal
+from mirage.plugins.filters.conventions import FullMass, Rounding, TopPConventions
 
 Keep = Literal["largest", "smallest"]
 
@@ -34,7 +35,7 @@ def ranking(scores: Sequence[float], keep: Keep = "largest",
 
 
 def top_p_indices(scores: Sequence[float], rho: float, include_zero: bool = False,
-                  keep: Keep = "largest") -> list[int]:
+                  keep: Keep = "largest", conventions: TopPConventions = TopPConventions()) -> list[int]:
     """Linear top-p (PAPER.md section 4): the fewest items, in ranking order, whose
     summed score reaches ``rho * sum(scores)``.
 
@@ -42,24 +43,32 @@ def top_p_indices(scores: Sequence[float], rho: float, include_zero: bool = Fals
     no mass; with ``include_zero`` False they are never kept (so an all-zero list keeps
     nothing), with it True they are ranked like the rest and an all-zero list keeps every
     item, since there is nothing to rank by. With ``keep="smallest"`` the lowest scores
-    are taken first, which needs many more items to reach the same mass.
+    are taken first, which needs many more items to reach the same mass. ``conventions``
+    (:mod:`.conventions`) set the edges the reference code treats otherwise: a tolerance
+    taken off the mass, rho = 1, an all-zero list, a zero score met before the mass.
     """
+    eligible = [include_zero or s > 0 for s in scores]
+    if rho >= 1 and conventions.full_mass == "every_eligible":
+        return [i for i in range(len(scores)) if eligible[i]]
     total = sum(scores)
     if total <= 0:
-        return list(range(len(scores))) if include_zero else []
-    eligible = [include_zero or s > 0 for s in scores]
-    threshold = rho * total * (1 - _SLACK)
+        return [i for i in range(len(scores)) if eligible[i]] if conventions.no_mass == "keep_eligible" else []
+    threshold = rho * total * (1 - _SLACK) - conventions.selection_eps
     kept, mass = [], 0.0
     for index in ranking(scores, keep, eligible):
-        kept.append(index)
-        mass += scores[index]
         if mass >= threshold:
             break
+        if conventions.zero_stops and scores[index] <= 0:
+            break
+        kept.append(index)
+        mass += scores[index]
+    if conventions.zero_stops and mass < threshold:  # a zero score ended the walk short
+        return []
     return sorted(kept)
 
 
 def softmax_top_p_indices(scores: Sequence[float], rho: float, include_zero: bool = False,
-                          keep: Keep = "largest") -> list[int]:
+                          keep: Keep = "largest", full_mass: FullMass = "positive") -> list[int]:
     """Softmax top-p (the reference code's softmax mode): nucleus selection over
     ``softmax(scores)`` (``softmax(-scores)`` for ``keep="smallest"``), i.e. the fewest
     most probable items whose probabilities sum to at least ``rho``.
@@ -67,11 +76,15 @@ def softmax_top_p_indices(scores: Sequence[float], rho: float, include_zero: boo
     ``scores``: [N]. Items scoring 0 take part only with ``include_zero`` (then with
     weight exp(0)). Scores such as reward variances of 0/1 rewards (at most 0.25+) give
     an almost uniform softmax, so this keeps about a ``rho`` share of the eligible items.
+    At rho = 1, ``full_mass="every_eligible"`` keeps every eligible item outright (the
+    reference code's), where the mass rule may stop before items of vanishing weight.
     """
     eligible = [include_zero or s > 0 for s in scores]
     order = ranking(scores, keep, eligible)
     if not order:
         return []
+    if rho >= 1 and full_mass == "every_eligible":
+        return sorted(order)
     logits = [scores[i] if keep == "largest" else -scores[i] for i in order]
     top = max(logits)
     weights = [math.exp(value - top) for value in logits]
@@ -86,11 +99,16 @@ def softmax_top_p_indices(scores: Sequence[float], rho: float, include_zero: boo
 
 
 def top_k_indices(scores: Sequence[float], rho: float, keep: Keep = "largest",
-                  eligible: Sequence[bool] | None = None) -> list[int]:
+                  eligible: Sequence[bool] | None = None, rounding: Rounding = "slack") -> list[int]:
     """Top-k (a fixed fraction): the first ``max(1, int(rho * N))`` eligible items of
     the ranking, N = ``len(scores)`` counting ineligible items too (the reference code's
-    ``int(rho * groups)``, at least 1). Fewer are kept only when fewer are eligible."""
-    count = max(1, int(rho * len(scores) + 1e-9))  # 0.29 * 100 is 28.999999999999996
+    ``int(rho * groups)``, at least 1). Fewer are kept only when fewer are eligible.
+    ``rounding="slack"`` adds 1e-9 before truncating, so a product that float arithmetic
+    puts just below an integer counts as it; ``"truncate"`` does not (the reference code)."""
+    if rounding not in ("slack", "truncate"):
+        raise ValueError(f"unknown rounding {rounding!r}; valid: slack, truncate")
+    slack = 1e-9 if rounding == "slack" else 0.0  # 0.29 * 100 is 28.999999999999996
+    count = max(1, int(rho * len(scores) + slack))
     return sorted(ranking(scores, keep, eligible)[:count])
 
 
