@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mirage.report import figures, regime
+from mirage.report import conventions, figures, regime
 from mirage.report.names import CHANCE, ENTROPY, GREEDY, H_COND, LENGTH, RETRIEVAL, SUCCESS
 from mirage.report.paired import paired, spearman_interval
 from mirage.report.results import Study
@@ -239,11 +239,13 @@ def spearman(study: Study, figure_dir: Path) -> Finding:
                       "Over runs, trajectory MI-ZScore correlates with final performance "
                       "(Spearman +0.39) while entropy metrics do not (-0.11 to -0.14) (finding 4).")
     success = endpoint(study, SUCCESS).set_index("run_id")["value"].rename("success")
-    diagnostics = {name: window_mean(study, name).set_index("run_id")["value"] for name in CORRELATED}
+    both_scales = conventions.carries_both_scales(study)
+    correlated = CORRELATED | (conventions.REFERENCE_SCALE if both_scales else {})
+    diagnostics = {name: window_mean(study, name).set_index("run_id")["value"] for name in correlated}
     rows = []
     for env, runs in [("all runs", study.runs), *study.runs.groupby("env", sort=True)]:
         measured = {}
-        for name, label in CORRELATED.items():
+        for name, label in correlated.items():
             joined = pd.concat([diagnostics[name].rename("x"), success], axis=1, join="inner")
             joined = joined[joined.index.isin(runs["run_id"])]
             if joined.empty:
@@ -257,6 +259,9 @@ def spearman(study: Study, figure_dir: Path) -> Finding:
         if "mi/trajectory/mi_zscore" in measured:
             finding.checks.append(Check(f"{env}: Spearman(trajectory MI-ZScore, success)",
                                         measured["mi/trajectory/mi_zscore"], 1))
+        if "mi/trajectory/mi_zscore_of_means" in measured:
+            finding.checks.append(Check(f"{env}: Spearman(trajectory MI-ZScore on RAGEN's scale, success)",
+                                        measured["mi/trajectory/mi_zscore_of_means"], 1))
         entropy = measured.get("mi/first_turn/policy_entropy")
         if entropy is not None and not entropy.too_few:
             excludes = entropy.low > 0 or entropy.high < 0
@@ -266,9 +271,13 @@ def spearman(study: Study, figure_dir: Path) -> Finding:
                 "the paper's reading that entropy does not predict success.")
     finding.conclude(experiment_of(study))
     table = pd.DataFrame(rows, columns=["runs", "diagnostic", "spearman", "95% CI (Fisher z)", "p", "n"])
+    scale = ("MI-Est and MI-ZScore on MIRAGE's per-token scale (PAPER.md's formula), rows marked "
+             "\"RAGEN scale\" on the reference code's (docs/conventions.md)" if both_scales else
+             "MI-Est and MI-ZScore on MIRAGE's per-token scale (PAPER.md's formula) only: these runs "
+             "predate the reference code's scale, which the paper's table uses (docs/conventions.md)")
     finding.tables.insert(0, ("Spearman of each diagnostic (mean over training steps) with the "
-                              "run's success endpoint at t=0.5, within each environment and pooled",
-                              markdown_table(table)))
+                              "run's success endpoint at t=0.5, within each environment and pooled; "
+                              + scale, markdown_table(table)))
     if not table.empty:
         finding.figure = figures.correlation_bars(table, figure_dir / "finding4_spearman.png")
     return finding

@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from mirage.core.analysis import signature as sig
-from mirage.report import collapse, induced, regime, sustained, template
+from mirage.report import collapse, conventions, induced, regime, sustained, template
 from mirage.report.findings import FINDINGS, Finding, adjust_families, provoked_collapse
 from mirage.report.names import SUCCESS
 from mirage.report.paired import CONFIDENCE, POWER, detectable_factor, sd_range
@@ -42,6 +42,10 @@ def build_report(results: Path, out: Path, figure_dir: Path, notes: Path | None 
     introduction = _introduction(everything, name, design)
     for line in _top_lines(everything):
         introduction += "\n\n" + line
+    if len(study.runs):
+        configs = pd.read_parquet(results / "runs.parquet", columns=["run_id", "config"])
+        configs = configs[configs["run_id"].isin(study.runs["run_id"])]["config"]
+        introduction += "\n\n" + conventions.scale_statement(study, configs, name)
     text = _markdown(findings, later, readings, introduction, name,
                      _reading(study, everything), out, figure_dir, everything)
     out.write_text(text + _regimes(everything, name) + _calibrations(everything, readings))
