@@ -75,9 +75,6 @@ class LocalBackend(Backend):
     @classmethod
     def _lora_problem(cls, config: RunConfig) -> str | None:
         """Why ``model.lora`` cannot adapt the policy (read from its shape alone), or None."""
-        if config.model.parallel == "fsdp":
-            return ("model.lora with model.parallel fsdp: the adapters are small enough to train "
-                    "whole on every rank; use model.parallel ddp")
         options = cls.Options(**config.model.options)
         if config.model.path and (problem := model_lib.model_source_error(config.model.path)):
             return problem
@@ -328,17 +325,16 @@ class LocalBackend(Backend):
         if not self.fsdp():
             return super().train_step(rows, recipe)
         if self.sharded is None:  # here, not in prepare: after every rank took the main rank's weights
-            self.sharded = sharding.ShardedPolicy(self.model, self.world, self.device, self.config.algorithm.lr,
-                                                  self.optimizer)
+            self.sharded = sharding.ShardedPolicy(self.model, self.trained(), self.world, self.device,
+                                                  self.config.algorithm.lr, self.optimizer)
             # the replica's own optimizer is not stepped under fsdp: its (loaded) state goes
-            self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.config.algorithm.lr,
-                                               weight_decay=0.0)
+            self.optimizer = torch.optim.AdamW(self.trained(), lr=self.config.algorithm.lr, weight_decay=0.0)
         return sharding.train_step(self, self.sharded, rows, recipe)
 
     def gather_for_save(self) -> None:
         if self.fsdp() and self.sharded is not None:
             self._optimizer_to_save = self.sharded.plain_optimizer_state(
-                self.model, self.config.algorithm.lr, self.world.is_main)
+                self.model, self.trained(), self.config.algorithm.lr, self.world.is_main)
 
     def trained(self) -> list[torch.nn.Parameter]:
         """The policy's trained parameters: its adapter's with LoRA, else every weight."""

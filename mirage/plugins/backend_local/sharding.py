@@ -34,7 +34,6 @@ from typing import Any
 import torch
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
-    get_model_state_dict,
     get_optimizer_state_dict,
     set_optimizer_state_dict,
 )
@@ -68,36 +67,57 @@ def shard(model: torch.nn.Module, world: World, device: torch.device) -> torch.n
 
 
 class ShardedPolicy:
-    """The FSDP2-sharded training copy of a policy and the AdamW over its shards."""
+    """The FSDP2-sharded training copy of a policy and the AdamW over its shards' trained
+    parameters.
 
-    def __init__(self, replica: torch.nn.Module, world: World, device: torch.device, lr: float,
-                 optimizer: torch.optim.Optimizer):
-        """``optimizer``: the replica's plain AdamW, whose state (a resumed run's, or none)
-        the shards' optimizer takes over."""
-        self.module = shard(copy.deepcopy(replica), world, device)
-        self.optimizer = torch.optim.AdamW(self.module.parameters(), lr=lr, weight_decay=0.0)
+    With LoRA (``model.lora``) the copy holds the frozen base and the adapters; only the
+    policy's adapter trains (FSDP2 shards frozen and trained parameters alike, and gathers
+    and scatters gradients only for the trained ones), so only its parameters have
+    gradients and AdamW state, and only they are gathered back into the replica after a
+    step. The critic's adapter, copied with the rest, stays frozen there: the critic runs
+    on the replica."""
+
+    def __init__(self, replica: torch.nn.Module, trained: Sequence[torch.nn.Parameter], world: World,
+                 device: torch.device, lr: float, optimizer: torch.optim.Optimizer):
+        """``trained``: the replica's trained parameters (every weight, or the policy's
+        adapter); ``optimizer``: the replica's plain AdamW over them, whose state (a resumed
+        run's, or none) the shards' optimizer takes over."""
+        names = {id(p): name for name, p in replica.named_parameters()}
+        self.trained = [names[id(p)] for p in trained]  # in the replica's optimizer's order
+        module = copy.deepcopy(replica)
+        chosen = set(self.trained)
+        for name, parameter in module.named_parameters():
+            parameter.requires_grad_(name in chosen)
+        self.module = shard(module, world, device)
+        sharded = dict(self.module.named_parameters())
+        self.optimizer = torch.optim.AdamW([sharded[name] for name in self.trained], lr=lr, weight_decay=0.0)
         if optimizer.state:  # every rank loaded the same checkpoint
             named = get_optimizer_state_dict(replica, optimizer, options=FULL)
             set_optimizer_state_dict(self.module, self.optimizer, named, options=FULL)
 
     def step(self, max_grad_norm: float, replica: torch.nn.Module) -> float:
-        """Clip, step and zero the shards' optimizer, then copy the new weights into
+        """Clip, step and zero the shards' optimizer, then copy the new trained weights into
         ``replica``; the pre-clip gradient norm. A collective: every rank calls it."""
         norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), max_grad_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        replica.load_state_dict(get_model_state_dict(self.module, options=FULL))
+        sharded, plain = dict(self.module.named_parameters()), dict(replica.named_parameters())
+        with torch.no_grad():
+            for name in self.trained:  # every rank in the same order: each gather pairs up
+                source = sharded[name]
+                plain[name].copy_(source.full_tensor() if isinstance(source, DTensor) else source)
         return float(norm.full_tensor() if isinstance(norm, DTensor) else norm)
 
-    def plain_optimizer_state(self, replica: torch.nn.Module, lr: float, main: bool) -> dict[str, Any] | None:
+    def plain_optimizer_state(self, replica: torch.nn.Module, trained: Sequence[torch.nn.Parameter], lr: float,
+                              main: bool) -> dict[str, Any] | None:
         """The optimizer's state gathered to the main rank as the state dict of a plain
-        AdamW over ``replica`` (what a checkpoint holds, whatever ``model.parallel``, so it
-        resumes on any number of processes); None on the other ranks. A collective: every
-        rank calls it."""
+        AdamW over ``trained`` (the replica's trained parameters: what a checkpoint holds,
+        whatever ``model.parallel``, so it resumes on any number of processes); None on the
+        other ranks. A collective: every rank calls it."""
         named = get_optimizer_state_dict(self.module, self.optimizer, options=FULL_ON_MAIN)
         if not main:
             return None
-        plain = torch.optim.AdamW(replica.parameters(), lr=lr, weight_decay=0.0)
+        plain = torch.optim.AdamW(trained, lr=lr, weight_decay=0.0)
         set_optimizer_state_dict(replica, plain, named, options=FULL)
         return plain.state_dict()
 
