@@ -102,6 +102,17 @@ def test_fsdp_divides_gradients_and_optimizer_state_by_the_ranks():
     assert component(four, "weight shards") == component(one, "weights") / 4  # beside the full replica
 
 
+def test_fsdp_with_lora_shards_the_base_and_the_adapters_beside_the_replica():
+    s = Settings(micro_batch=4, context_tokens=20, lora=Lora(4))
+    one, four = estimate(SMALL, s), estimate(SMALL, replace(s, fsdp=True, ranks=4))
+    adapters = SMALL.lora_parameters(4)
+    assert component(four, "weight shards") == 4 * (SMALL.parameters() + adapters) / 4
+    assert component(four, "gradients") == 4 * adapters / 4 and component(four, "optimizer") == 8 * adapters / 4
+    critic = estimate(SMALL, replace(s, fsdp=True, ranks=4, critic=True))  # its adapter is copied too, frozen
+    assert component(critic, "weight shards") == 4 * (SMALL.parameters() + 2 * adapters) / 4
+    assert four.peak > one.peak  # the base's shards outweigh the adapters' state they save
+
+
 def test_gradient_checkpointing_keeps_each_layers_input_only():
     s = Settings(micro_batch=8, context_tokens=100, response_tokens=20)
     deep = replace(SMALL, layers=12)

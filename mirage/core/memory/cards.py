@@ -28,8 +28,8 @@ def _largest_micro_batch(shape: ModelShape, s: Settings, limit: float) -> int | 
 
 def card_cell(shape: ModelShape, s: Settings, limit: float) -> str:
     """What runs on a card of ``limit`` bytes: the largest power-of-two micro-batch, with
-    gradient checkpointing where it needs it (and fsdp over the fewest ranks, for full
-    training), or why nothing does."""
+    gradient checkpointing where it needs it (and fsdp over the fewest ranks), or why
+    nothing does."""
     if estimate(shape, s).peak <= limit:
         return f"fits at micro-batch {s.micro_batch}"
     micro = _largest_micro_batch(shape, s, limit)
@@ -39,11 +39,10 @@ def card_cell(shape: ModelShape, s: Settings, limit: float) -> str:
     micro = _largest_micro_batch(shape, checkpointed, limit)
     if micro is not None:
         return f"micro-batch {micro}, checkpointed"
-    if s.lora is None:  # the local backend's LoRA runs without fsdp
-        for ranks in (2, 4, 8):
-            micro = _largest_micro_batch(shape, replace(checkpointed, fsdp=True, ranks=ranks), limit)
-            if micro is not None:
-                return f"fsdp over {ranks}, micro-batch {micro}, checkpointed"
+    for ranks in (2, 4, 8):
+        micro = _largest_micro_batch(shape, replace(checkpointed, fsdp=True, ranks=ranks), limit)
+        if micro is not None:
+            return f"fsdp over {ranks}, micro-batch {micro}, checkpointed"
     smallest = estimate(shape, replace(checkpointed, micro_batch=1))
     binding = max(("rollout", "score", "update"), key=smallest.phase_total)
     return f"no ({binding} needs {smallest.phase_total(binding) / GIB:.0f} GiB)"

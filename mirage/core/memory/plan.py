@@ -131,7 +131,9 @@ def estimate(shape: ModelShape, settings: Settings) -> Plan:
     if s.lora:
         parts.append(Component("adapters", 4 * trained, "all", f"{trained / 1e6:,.2f}M trained"))
     if shards > 1:  # sharding.py: the update's sharded copy beside the full replica
-        parts.append(Component("weight shards", 4 * trained / shards, "all", f"1/{shards} training copy"))
+        # with LoRA the frozen base and the adapters (the critic's too, frozen there)
+        copied = params + trained * (2 if s.critic else 1) if s.lora else params
+        parts.append(Component("weight shards", 4 * copied / shards, "all", f"1/{shards} training copy"))
     parts.append(Component("gradients", 4 * trained / shards, "update", "float32"
                            + (f", 1/{shards}" if shards > 1 else "")))
     parts.append(Component("optimizer", 8 * trained / shards, "all", "AdamW: 2 float32 states"
@@ -203,7 +205,7 @@ def alternatives(shape: ModelShape, settings: Settings, limit: float) -> list[st
     micro = _largest_micro_batch(shape, s, limit)
     if micro is not None and micro < s.micro_batch:
         fits.append(f"algorithm.micro_batch_size={micro}")
-    ranks = None if s.lora else _fewest_ranks(shape, s, limit)  # the local backend's LoRA runs without fsdp
+    ranks = _fewest_ranks(shape, s, limit)
     if ranks is not None:
         fits.append(f"model.parallel=fsdp with --nproc {ranks}")
     if fits:
