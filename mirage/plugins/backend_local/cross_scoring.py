@@ -31,12 +31,14 @@ def token_stats(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
 
 
 @torch.no_grad()
-def cross_score(model, contexts: list[list[int]], responses: list[list[int]], pad: int
+def cross_score(model, contexts: list[list[int]], responses: list[list[int]], pad: int, embed=None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(logprobs, entropy)``, each ``[R, C]`` float64 on the CPU: response ``r``'s summed
-    log-prob (and per-token entropy) after context ``c`` (0 for an empty response)."""
+    log-prob (and per-token entropy) after context ``c`` (0 for an empty response).
+    ``embed``: the contexts' input embeddings from their padded ids, where pictures are
+    merged in (prompt_cache.prefill); the responses are text."""
     device = model.device
-    keys, values, lengths, first = prompt_cache.prefill(model, contexts)
+    keys, values, lengths, first = prompt_cache.prefill(model, contexts, embed)
     count = len(responses)
     width = max(1, max(len(r) for r in responses))
     ids = torch.full((count, width), pad, dtype=torch.long, device=device)

@@ -118,11 +118,14 @@ def causal_mask(cache: PromptCache, span: int) -> torch.Tensor:
                      dim=-1)[:, None]
 
 
-def layers(model, ids: torch.Tensor, positions: torch.Tensor, attend) -> torch.Tensor:
+def layers(model, ids: torch.Tensor, positions: torch.Tensor, attend,
+           embeds: torch.Tensor | None = None) -> torch.Tensor:
     """Hidden states ``[R, S, H]`` of tokens ``ids`` ``[R, S]`` at ``positions``, each layer's
-    attention computed by ``attend(layer, q, k, v)`` from rotated queries and keys."""
+    attention computed by ``attend(layer, q, k, v)`` from rotated queries and keys; the
+    tokens' input embeddings are ``embeds`` ``[R, S, H]`` where given (a prompt's pictures
+    merged in), else the model's embedding of ``ids``."""
     body = model.model
-    hidden = body.embed_tokens(ids)
+    hidden = body.embed_tokens(ids) if embeds is None else embeds
     cos, sin = body.rotary_emb(hidden, positions)
     for index, layer in enumerate(body.layers):
         attn = layer.self_attn
@@ -151,10 +154,12 @@ def zeros(model, rows: int, length: int) -> list[torch.Tensor]:
     return [torch.zeros(shape, dtype=model.dtype, device=model.device) for _ in range(config.num_hidden_layers)]
 
 
-def prefill(model, prompts: list[list[int]]):
+def prefill(model, prompts: list[list[int]], embed=None):
     """Each prompt's keys and values per layer ``[U, KV, P, D]`` (right-padded: causal
     attention never lets a real token see the padding after it), and its next-token
-    logits ``[U, V]``."""
+    logits ``[U, V]``. ``embed(ids)``: the padded prompts' input embeddings ``[U, P, H]``
+    where they are not the token embeddings alone (a vision-language policy's pictures,
+    vision.merged_embeddings)."""
     device = model.device
     lengths = torch.tensor([len(p) for p in prompts], device=device)
     ids = torch.zeros(len(prompts), int(lengths.max()), dtype=torch.long, device=device)
@@ -169,6 +174,6 @@ def prefill(model, prompts: list[list[int]]):
                                               enable_gqa=attn.num_key_value_groups > 1)
 
     positions = torch.arange(ids.size(1), device=device)[None].expand(len(prompts), -1)
-    hidden = layers(model, ids, positions, attend)
+    hidden = layers(model, ids, positions, attend, None if embed is None else embed(ids))
     last = hidden[torch.arange(len(prompts), device=device), lengths - 1]
     return keys, values, lengths, logits(model, last)

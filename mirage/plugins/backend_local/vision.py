@@ -17,6 +17,7 @@ LLaVA one to read was demonstrations whose reasoning reads the picture out tile 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable
 
 import torch
@@ -94,6 +95,45 @@ def processor_for(model, tokenizer, path: str | None = None):
         return saved_processor.load(path, tokenizer)
     size = model.config.vision_config.image_size
     return build_processor(tokenizer, size, size)
+
+
+@dataclass(frozen=True)
+class LanguagePart:
+    """The text model inside a LLaVA policy, shaped as the lean loops (prompt_cache.py)
+    read a causal LM: ``model`` the decoder, ``lm_head``, its ``config``."""
+
+    model: torch.nn.Module
+    lm_head: torch.nn.Module
+    config: object
+    generation_config: object
+    device: torch.device
+    dtype: torch.dtype
+
+
+def language_part(model) -> LanguagePart | None:
+    """A LLaVA ``model``'s text model (its pictures enter as input embeddings, so every
+    position after them is the text model's alone); None for any other model (Qwen2-VL
+    places pictures by 3-D rotary positions, which the lean loops do not compute)."""
+    if not isinstance(model, LlavaForConditionalGeneration):  # a peft wrapper included
+        return None
+    return LanguagePart(model.model.language_model, model.lm_head, model.config.text_config,
+                        model.generation_config, model.device, model.dtype)
+
+
+def merged_embeddings(model, ids: torch.Tensor, pixels: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The input embeddings ``[B, T, H]`` a LLaVA ``model``'s forward builds for ``ids``
+    ``[B, T]`` and the pictures' inputs ``pixels`` (image_inputs, one picture per image
+    run, in row order): token embeddings with each picture's projected features in
+    place of its image tokens."""
+    body, config = model.model, model.config
+    embeds = body.get_input_embeddings()(ids)
+    features = body.get_image_features(pixel_values=pixels["pixel_values"],
+                                       vision_feature_layer=config.vision_feature_layer,
+                                       vision_feature_select_strategy=config.vision_feature_select_strategy,
+                                       return_dict=True).pooler_output
+    features = torch.cat(list(features), dim=0).to(embeds.dtype)
+    places = (ids == config.image_token_id)[..., None].expand_as(embeds)
+    return embeds.masked_scatter(places, features)
 
 
 def image_placeholder(processor) -> str:
