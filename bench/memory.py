@@ -1,6 +1,8 @@
 """The memory plan (mirage/core/memory/plan.py) against measured peak memory on the CPU.
 
-Each case runs in a fresh Python process: it warms torch up on a throw-away model, resets
+Each case runs in a process of its own, forked from one that has only imported torch,
+transformers and the local backend (so the imports are paid once for all the cases, and
+no case sees the memory another freed): it warms torch up on a throw-away model, resets
 the kernel's high-water mark of the process's resident memory (``/proc/self/clear_refs``),
 notes the resident size, then builds a randomly initialised Qwen2-layout model of the
 case's shape in the local backend and runs two update steps of one micro-batch through
@@ -12,15 +14,17 @@ included. The estimate is the plan's update phase (the rollout's KV cache is not
 here). Linux only. Numbers, not pass/fail (tests/core/test_memory_plan.py bounds them).
 
     .venv/bin/python bench/memory.py            # every case, a table
-    .venv/bin/python bench/memory.py --case NAME --json   # one case (what the test runs)
+    .venv/bin/python bench/memory.py --case A --case B --json   # some cases, one JSON line each
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
+import traceback
 from dataclasses import replace
 from pathlib import Path
 
@@ -50,9 +54,18 @@ def _status(field: str) -> int:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
+def _import_libraries() -> None:
+    """What :func:`measure` imports (seconds of a case's time), loaded before the forks.
+    Imports only: no tensor is made, so no thread pool runs in the process that forks."""
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+
+    import mirage.plugins.backend_local.backend  # noqa: F401
+
+
 def measure(name: str) -> dict:
     """Peak bytes above the starting resident size of two update steps of case ``name``
-    (run in this process, which should be fresh)."""
+    (run in this process, which should be fresh or forked by :func:`measure_forked`)."""
     import types
 
     import torch
@@ -114,28 +127,60 @@ def measure(name: str) -> dict:
             "ratio": plan.phase_total("update") / measured}
 
 
+def measure_forked(name: str) -> dict:
+    """:func:`measure` of ``name`` in a child forked from this process, which should hold
+    nothing but its imports (the child's starting resident size is this process's)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        code = 0
+        try:
+            text = json.dumps(measure(name))
+        except BaseException:
+            text, code = traceback.format_exc(), 1
+        with os.fdopen(write, "w") as pipe:
+            pipe.write(text)
+        os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        text = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"case {name} failed:\n{text}")
+    return json.loads(text)
+
+
+def run_cases(names: list[str]) -> list[dict]:
+    """:func:`measure` of each of ``names``, each forked from one fresh process that
+    imported the libraries once."""
+    command = [sys.executable, __file__, "--json"] + [arg for name in names for arg in ("--case", name)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return [json.loads(line) for line in done.stdout.strip().splitlines()[-len(names):]]
+
+
 def run_case(name: str) -> dict:
     """:func:`measure` of ``name`` in a fresh process."""
-    done = subprocess.run([sys.executable, __file__, "--case", name, "--json"], capture_output=True,
-                          text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_cases([name])[0]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", choices=sorted(CASES), help="one case, in this process")
-    parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    parser.add_argument("--case", choices=sorted(CASES), action="append",
+                        help="a case to run (repeat for several; default: every case)")
+    parser.add_argument("--json", action="store_true", help="print each result as one JSON line")
     args = parser.parse_args()
-    if args.case:
-        result = measure(args.case)
-        print(json.dumps(result) if args.json else result)
+    _import_libraries()
+    if args.json:
+        for name in args.case or CASES:
+            print(json.dumps(measure_forked(name)), flush=True)
         return
     print(f"{'case':<20}{'params':>10}{'measured MiB':>14}{'estimated MiB':>15}{'est/meas':>10}")
-    for name in CASES:
-        r = run_case(name)
+    for name in args.case or CASES:
+        r = measure_forked(name)
         print(f"{name:<20}{r['parameters'] / 1e6:>9.2f}M{r['measured'] / 2**20:>14.1f}"
               f"{r['estimated'] / 2**20:>15.1f}{r['ratio']:>10.2f}")
-    print(f"(GiB = {GIB} bytes; measured: peak resident memory above the start, fresh process per case)")
+    print(f"(GiB = {GIB} bytes; measured: peak resident memory above the start, a forked process per case)")
 
 
 if __name__ == "__main__":
