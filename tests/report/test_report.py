@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from shared_builds import build_once, built_data
 
 from mirage.core.store.run_store import RunStore
 from mirage.report.results import (
@@ -23,15 +24,19 @@ REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "results" / "reproduction"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def rendered(tmp_path_factory, cli_for_fixtures) -> tuple[Path, Path, str]:
-    """`core report` on the committed results, once for the module's tests: the page, its
-    figures' folder (laid out as docs/ lays them out) and the command's stdout."""
-    docs = tmp_path_factory.mktemp("report") / "docs"
-    out, figures = docs / "reproduction.md", docs / "img" / "reproduction"
-    code, stdout, stderr = cli_for_fixtures("report", "--results", RESULTS, "--out", out, "--figures", figures)
-    assert code == 0, stderr
-    return out, figures, stdout
+    """`core report` on the committed results, once per test run (the xdist workers share
+    it: conftest's ``build_once``; read-only): the page, its figures' folder (laid out as
+    docs/ lays them out) and the command's stdout."""
+    def render(docs: Path) -> str:
+        code, stdout, stderr = cli_for_fixtures("report", "--results", RESULTS, "--out", docs / "reproduction.md",
+                                                "--figures", docs / "img" / "reproduction")
+        assert code == 0, stderr
+        return stdout
+
+    docs = build_once(tmp_path_factory, "report-docs", render)
+    return docs / "reproduction.md", docs / "img" / "reproduction", built_data(docs)
 
 
 def test_report_command_renders_every_finding_from_the_committed_results(rendered):
