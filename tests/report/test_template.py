@@ -6,7 +6,10 @@ without a verdict."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from shared_builds import build_once
 
 from mirage.core.config.run_config import RunConfig
 from mirage.core.store.run_store import RunStore
@@ -31,8 +34,9 @@ def _config(flt: str, rho: float, entropy: float, kl: float, seed: int) -> dict:
     return config
 
 
-def _results(tmp_path, seeds=(0, 1, 2)):
-    store = RunStore(tmp_path / "runs.duckdb")
+def _write_runs(store: RunStore, seeds) -> list[str]:
+    """Write the study's runs of ``seeds`` to ``store``; return their ids."""
+    written = []
     for arm, (flt, rho, entropy, kl, floor) in ARMS.items():
         for seed in seeds:
             if arm == "top-p 0.9" and seed == 2:
@@ -46,14 +50,31 @@ def _results(tmp_path, seeds=(0, 1, 2)):
                     "mi/first_turn/retrieval_acc": 0.9 - fall * (0.9 - floor) + SPREAD[arm] * seed * fall,
                     "mi/first_turn/retrieval_chance": 0.125, "mi/first_turn/h_cond": 0.2 + 0.3 * fall,
                     "mi/first_turn/format_valid": 1.0, "val/success": 0.7 + 0.1 * floor * fall + 0.001 * seed})
+            written.append(run_id)
+    return written
+
+
+def _export(directory: Path) -> dict:
+    """The study of seeds 0-2 exported to ``directory / "3"``, then with seed 3 too to
+    ``directory / "4"``: one store, its seed-3 runs written after the first export."""
+    store = RunStore(directory / "runs.duckdb")
+    for seeds, target in (((0, 1, 2), "3"), ((3,), "4")):
+        for run_id in _write_runs(store, seeds):
             store.set_status(run_id, "finished")
-    export_study(tmp_path / "runs.duckdb", tmp_path / "results", ("template_collapse",))
-    return read_study(tmp_path / "results")
+        export_study(directory / "runs.duckdb", directory / target, ("template_collapse",))
+    return {}
+
+
+@pytest.fixture(scope="session")
+def exported(tmp_path_factory) -> Path:
+    """The synthetic study's exports, written once per test run (shared by the xdist
+    workers: conftest's ``build_once``; read-only)."""
+    return build_once(tmp_path_factory, "template-study", _export)
 
 
 @pytest.fixture
-def results(tmp_path):
-    return _results(tmp_path)
+def results(exported):
+    return read_study(exported / "3")
 
 
 def test_remedy_controls_and_gate(results, tmp_path):
@@ -84,8 +105,8 @@ def test_remedy_controls_and_gate(results, tmp_path):
     assert signatures.count("| none | ") == 3 and "template collapse 20" in signatures
 
 
-def test_a_passed_gate_gives_the_checks_verdict(tmp_path):
-    main, controls = template_study(_results(tmp_path, seeds=(0, 1, 2, 3)), tmp_path / "img")
+def test_a_passed_gate_gives_the_checks_verdict(exported, tmp_path):
+    main, controls = template_study(read_study(exported / "4"), tmp_path / "img")
     assert main.evidence[0].startswith("4 of 4 unfiltered seeds end in the template-collapse signature")
     assert main.evidence[0].endswith("so the gate passed.")
     # both arms' retrieval and success differ in every seed: the checks hold, and so does the finding
