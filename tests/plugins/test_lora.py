@@ -169,39 +169,40 @@ def stored_metrics(db) -> dict[str, float]:
             if not name.startswith("time/")}
 
 
-@pytest.mark.slow  # three short PPO runs, a merge and a probe: about a minute
+@pytest.mark.slow  # three short PPO runs (six steps in all), a merge and a probe
 def test_a_lora_run_resumed_from_its_checkpoint_reproduces_the_uninterrupted_run(cli, tiny_config_file, tmp_path):
     from mirage.core.store.run_store import RunStore
     from mirage.plugins.backend_local.merge import restored
 
     whole, part = tmp_path / "whole.duckdb", tmp_path / "part.duckdb"
-    code, out, err = cli("run", "--config", tiny_config_file, "--db", whole, "--steps", "4", *LORA_RUN)
+    # one step after the resume: its update needs the restored adapters, optimizer and critic
+    code, out, err = cli("run", "--config", tiny_config_file, "--db", whole, "--steps", "3", *LORA_RUN)
     assert code == 0, err
     code, out, err = cli("run", "--config", tiny_config_file, "--db", part, "--steps", "2", *LORA_RUN)
     assert code == 0, err
     run_id = RunStore(part).list_runs()[0]["run_id"]
-    code, out, err = cli("run", "--db", part, "--resume", run_id, "--steps", "4", "--quiet")
+    code, out, err = cli("run", "--db", part, "--resume", run_id, "--steps", "3", "--quiet")
     assert code == 0, err
     expected = stored_metrics(whole)
     assert stored_metrics(part) == pytest.approx(expected, rel=1e-6, abs=1e-6)
     assert any(name.endswith("update/critic_grad_norm") and value > 0 for name, value in expected.items())
 
     # the merged export of its last checkpoint scores as the adapted policy
-    code, out, err = cli("merge", f"{run_id}@4", "--out", tmp_path / "merged", "--db", part)
+    code, out, err = cli("merge", f"{run_id}@3", "--out", tmp_path / "merged", "--db", part)
     assert code == 0, err
     merged, _ = load_pretrained(str(tmp_path / "merged"))
-    adapted = restored(f"{run_id}@4", part)
+    adapted = restored(f"{run_id}@3", part)
     with torch.no_grad():
         exported = adapted.per_token(merged.eval(), CONTEXTS, RESPONSES).logprobs
     assert (adapted.score(CONTEXTS, RESPONSES).logprobs - exported).abs().max().item() <= 1e-5
-    code, out, err = cli("merge", f"{run_id}@4", "--out", tmp_path / "merged", "--db", part)
+    code, out, err = cli("merge", f"{run_id}@3", "--out", tmp_path / "merged", "--db", part)
     assert code == 2 and "expected a new or empty folder" in err
-    code, out, err = cli("merge", f"{run_id}@3", "--out", tmp_path / "other", "--db", part)
-    assert code == 2 and "no checkpoint at step 3" in err and not (tmp_path / "other").exists()
-    code, out, err = cli("probe", "--model", f"{run_id}@4", "--db", part, "--quiet", "--json")
+    code, out, err = cli("merge", f"{run_id}@2", "--out", tmp_path / "other", "--db", part)
+    assert code == 2 and "no checkpoint at step 2" in err and not (tmp_path / "other").exists()
+    code, out, err = cli("probe", "--model", f"{run_id}@3", "--db", part, "--quiet", "--json")
     assert code == 0, err  # core probe merges a LoRA run's step itself (once, in the cache)
-    assert json.loads(out)["probes"][0]["model"] == f"{run_id}@4"
-    adapter = tmp_path / "checkpoints" / run_id / "step-000004" / "policy"
+    assert json.loads(out)["probes"][0]["model"] == f"{run_id}@3"
+    adapter = tmp_path / "checkpoints" / run_id / "step-000003" / "policy"
     code, out, err = cli("run", "--config", tiny_config_file, "--db", tmp_path / "new.duckdb", "--model", adapter)
     assert code == 2 and "holds LoRA adapters" in err and "core merge" in err
     assert not (tmp_path / "new.duckdb").exists()
