@@ -13,13 +13,13 @@ import pandas as pd
 import yaml
 
 from mirage.core.analysis import signature as sig
-from mirage.report import collapse, conventions, induced, regime, sustained, template
+from mirage.report import collapse, conventions, induced, regime, sustained, template, visual
 from mirage.report.findings import FINDINGS, Finding, adjust_families, provoked_collapse
 from mirage.report.names import SUCCESS
 from mirage.report.paired import CONFIDENCE, POWER, detectable_factor, sd_range
 from mirage.report.results import (CALIBRATION, GRADIENTS, POWERED, STUDY, TEMPLATE_CALIBRATION,
                                    TEMPLATE_CALIBRATION_KL, TEMPLATE_CALIBRATION_LR, Study,
-                                   findings_experiment, read_study)
+                                   findings_experiment, read_with_visual)
 from mirage.report.summary import LAST_CHECKS, markdown_table
 from mirage.report.verdicts import ALPHA, GATE_FAILED
 
@@ -27,13 +27,14 @@ from mirage.report.verdicts import ALPHA, GATE_FAILED
 def build_report(results: Path, out: Path, figure_dir: Path, notes: Path | None = None) -> list[Finding]:
     """Render the report for the exported study in ``results`` to ``out`` with its
     figures in ``figure_dir``; return the findings (the collapse study's last, when present)."""
-    everything = read_study(results)
+    everything = read_with_visual(results)
     name = findings_experiment(everything.runs)
     study = everything.of(name)
     findings = ([_measured(measure, study, everything, figure_dir) for measure in FINDINGS]
                 if len(study.runs) else [])
     collapse_finding = collapse.collapse_study(everything, figure_dir)
-    later = ([collapse_finding] if collapse_finding else []) + template.template_study(everything, figure_dir)
+    later = (([collapse_finding] if collapse_finding else []) + template.template_study(everything, figure_dir)
+             + visual.visual_study(everything))
     adjust_families(findings + later)  # one Holm family per registry experiment
     readings = yaml.safe_load(notes.read_text()) if notes and notes.exists() else {}
     readings = {str(key): text for key, text in (readings or {}).items()}

@@ -34,6 +34,7 @@ TEMPLATE_CALIBRATION_LR = "template_calibration_lr"
 TEMPLATE_CALIBRATION_KL = "template_calibration_kl"
 GRADIENTS = "collapse_gradients"
 TEMPLATE = "template_collapse"
+VISUAL = "visual"  # issue #42: exported to its own folder beside the study's (results/visual)
 # the registry experiments `core report` reads; --from-store exports those present
 STUDY_EXPERIMENTS = (POWERED, STUDY, COLLAPSE, CALIBRATION, TEMPLATE_CALIBRATION,
                      TEMPLATE_CALIBRATION_LR, TEMPLATE_CALIBRATION_KL, GRADIENTS, TEMPLATE)
@@ -140,6 +141,20 @@ def read_study(results: Path) -> Study:
     return Study(labels, metrics.dropna(subset=["value"]), rollouts)
 
 
+def read_with_visual(results: Path) -> Study:
+    """``results`` with the visual study's runs added where its folder sits beside it
+    (``results/visual`` next to ``results/reproduction``)."""
+    study = read_study(results)
+    beside = results.parent / VISUAL
+    if beside.resolve() == results.resolve() or not (beside / "runs.parquet").exists():
+        return study
+    visual = read_study(beside)
+    rollouts = (None if study.rollouts is None or visual.rollouts is None
+                else pd.concat([study.rollouts, visual.rollouts], ignore_index=True))
+    return Study(pd.concat([study.runs, visual.runs], ignore_index=True),
+                 pd.concat([study.metrics, visual.metrics], ignore_index=True), rollouts)
+
+
 def run_labels(config: dict) -> dict:
     """What the report groups runs by, read from a stored config."""
     flt = config["filter"]
@@ -154,7 +169,10 @@ def run_labels(config: dict) -> dict:
                    for name in ("lr", "entropy_coef"))
     return {
         "env": config["env"]["name"],
+        "observation": config["env"]["options"].get("observation", "text"),
         "filter": filter_label,
+        # top-p's mass rule: linear (the default) or softmax over the scores (RAGEN's main table)
+        "filter_mode": flt.get("options", {}).get("mode", "linear"),
         "slip": float(config["env"]["options"].get("slip", 0.0)),
         "regime": "provoked" if provoked else "default",
         "lr": algo["lr"],
