@@ -319,3 +319,23 @@ def test_presets_agree_through_the_diagnostic_on_distinct_prompts():
     ragen = diagnostic({"scopes": ["first_turn"], "convention": "ragen",
                         "token_marginal": "of_sums"}).measure(StubRun(), batch)
     assert default == ragen
+
+
+@pytest.mark.slow
+def test_a_tiny_run_with_both_ragen_presets(tiny_config, tmp_path):
+    from mirage.core.run.loop import execute
+    from mirage.core.run.validate import build_config
+    from mirage.core.store.run_store import RunStore
+
+    data = tiny_config()
+    data["steps"] = 2
+    data["diagnostics"] = {"every": 1, "options": {"mi": {"convention": "ragen"}}}
+    data["filter"] = {"name": "top_p", "options": {"convention": "ragen"}}
+    db = tmp_path / "runs.duckdb"
+    run_id = execute(build_config(data), db, progress=False)
+    metrics = {(step, name): value for step, name, value in RunStore(db).metrics(run_id)}
+    assert not any(name.startswith("mi/") for step, name in metrics if step == 0)  # from step 1
+    for scope in ("first_turn", "trajectory"):
+        if (1, f"mi/{scope}/mi_est") in metrics:
+            assert metrics[(1, f"mi/{scope}/mi_est")] == metrics[(1, f"mi/{scope}/mi_est_of_means")]
+    assert (1, "mi/first_turn/reasoning_tokens") in metrics
