@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from fitting import fit
+from shared_builds import build_once
 
 from mirage.core.plugin_api.manager import build_plugins
 from mirage.core.rl.episode import format_response
@@ -73,12 +74,18 @@ def fitted(base: Path, target: Path, reasoning) -> Path:
     return target
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def policies(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("probe-policies")
-    base = saved_base(root / "base")
-    return {"fixed": fitted(base, root / "fixed", lambda state, states: states[0]),
-            "restating": fitted(base, root / "restating", lambda state, states: state)}
+    """The two fitted policies, fitted once per test run (the xdist workers share them:
+    conftest's ``build_once``; read-only)."""
+    def fit_both(root: Path) -> dict:
+        base = saved_base(root / "base")
+        fitted(base, root / "fixed", lambda state, states: states[0])
+        fitted(base, root / "restating", lambda state, states: state)
+        return {}
+
+    root = build_once(tmp_path_factory, "probe-policies", fit_both)
+    return {"fixed": root / "fixed", "restating": root / "restating"}
 
 
 @pytest.mark.slow  # fits two policies (about 20 s): the fast tier probes a stored run below
