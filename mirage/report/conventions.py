@@ -61,7 +61,7 @@ def scale_statement(study: Study, configs: pd.Series, name: str) -> str:
     else:
         scales = (f"The runs of `{name}` predate the logging of both scales and kept no "
                   "checkpoints to re-score, so finding 4 holds MIRAGE's (PAPER.md's) per-token "
-                  "scale only; every run since logs both (`mi_est_of_means`, `mi_zscore_of_means` "
-                  "beside `mi_est_of_sums`, `mi_zscore_of_sums`), and the next study that runs "
-                  "reports finding 4 on both.")
+                  "scale only. Every run made by MIRAGE since issue #46 logs both (`mi_est_of_means`, "
+                  "`mi_zscore_of_means` beside `mi_est_of_sums`, `mi_zscore_of_sums`), and this page "
+                  "reports finding 4 on both for a study whose runs carry them.")
     return f"**Which convention each MI number uses.** {conventions} {reference} {scales}"
