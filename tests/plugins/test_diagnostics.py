@@ -166,6 +166,9 @@ def test_reward_structure_counts_and_spreads():
     stds = [0.0, 0.0, math.sqrt(0.5), math.sqrt(0.5)]
     assert m["reward/std_mean"] == pytest.approx(sum(stds) / 4)
     assert m["reward/std_min"] == 0.0 and m["reward/std_max"] == pytest.approx(math.sqrt(0.5))
+    # in-group variances 0, 0, 0.5, 0.5 (unbiased: two returns 1 apart over G - 1 = 1)
+    assert m["reward/variance_mean"] == pytest.approx(0.25)
+    assert m["reward/variance_std"] == pytest.approx(0.25)  # population std of the four
 
 
 def test_variance_buckets_rank_groups_into_six():

@@ -36,8 +36,10 @@ from mirage.core.store.run_store import RunStore
 
 GOLDEN = Path(__file__).parent / "data" / "training_seam_metrics.json"
 # Metric names added since the golden file was written, logged beside the golden ones
-# without changing them (#46: both per-token MI scales and MI-ZScore per sequence).
-ADDED_LATER = {"mi_est_of_sums", "mi_est_of_means", "mi_zscore_of_sums", "mi_zscore_of_means", "mi_zscore_seq"}
+# without changing them (#46: both per-token MI scales and MI-ZScore per sequence; #43: the
+# mean and std over groups of the in-group reward variance).
+ADDED_LATER = {"mi_est_of_sums", "mi_est_of_means", "mi_zscore_of_sums", "mi_zscore_of_means", "mi_zscore_seq",
+               "variance_mean", "variance_std"}
 REL_TOL, ABS_TOL = 1e-3, 1e-6  # float rounding across CPUs (module docstring)
 
 ARMS: dict[str, dict] = {

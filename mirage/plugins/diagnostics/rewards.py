@@ -2,12 +2,15 @@
 
 Per prompt group, from its G trajectories before filtering: zero variance when all G
 returns are equal; hard when no trajectory succeeded, easy when all did, mixed
-otherwise; and the group's (unbiased) reward standard deviation.
+otherwise; the group's (unbiased) reward standard deviation; and the mean and the
+(population) std over groups of the in-group reward variance, RV(x) of PAPER.md section 4,
+whose fall is the precondition section 3 names for template collapse.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 
 from mirage.core.plugin_api.components import Diagnostic
 from mirage.core.rl.batch import Batch, Group
@@ -22,8 +25,8 @@ def difficulty(group: Group) -> str:
 
 
 def reward_structure(batch: Batch) -> dict[str, float]:
-    """Counts and shares over the batch's groups, and the spread of in-group reward std
-    (std metrics only when G >= 2, where a group's std is defined)."""
+    """Counts and shares over the batch's groups, and the spread of in-group reward std and
+    variance (those only when G >= 2, where a group's std is defined)."""
     groups = [g for g in batch.groups if g.trajectories]
     if not groups:
         return {}
@@ -38,6 +41,12 @@ def reward_structure(batch: Batch) -> dict[str, float]:
             "reward/std_mean": sum(stds) / len(stds),
             "reward/std_min": min(stds),
             "reward/std_max": max(stds),
+        }
+    variances = [g.reward_variance for g in groups if not math.isnan(g.reward_variance)]
+    if variances:
+        metrics |= {
+            "reward/variance_mean": statistics.fmean(variances),
+            "reward/variance_std": statistics.pstdev(variances),
         }
     return metrics
 
