@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import BaseModel, ConfigDict
+from shared_builds import build_once, built_data
 
 from mirage.core.config.run_config import RunConfig, config_hash
 from mirage.core.errors import ConfigError
@@ -51,18 +52,20 @@ def quiet_trackers(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
         monkeypatch.setenv(name, str(value))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def logged_run(tmp_path_factory, mirage_cache, tiny_config):
-    """(store path, run id) of one tiny run logged to all three built-in loggers."""
-    root = tmp_path_factory.mktemp("logged")
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setenv("MIRAGE_CACHE", str(mirage_cache))
-        monkeypatch.setenv("MIRAGE_DISABLE_PLUGIN_AUTOLOAD", "1")
-        quiet_trackers(monkeypatch, root / "home")
-        data = tiny_config() | {"loggers": {"names": ["wandb", "mlflow", "tensorboard"]}}
-        db = root / "store" / "runs.duckdb"
-        run_id = execute(build_config(data), db, progress=False)
-    return db, run_id
+    """(store path, run id) of one tiny run logged to all three built-in loggers, run once
+    per test run (the xdist workers share it: conftest's ``build_once``; read-only)."""
+    def run(root: Path) -> str:
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            monkeypatch.setenv("MIRAGE_CACHE", str(mirage_cache))
+            monkeypatch.setenv("MIRAGE_DISABLE_PLUGIN_AUTOLOAD", "1")
+            quiet_trackers(monkeypatch, root / "home")
+            data = tiny_config() | {"loggers": {"names": ["wandb", "mlflow", "tensorboard"]}}
+            return execute(build_config(data), root / "store" / "runs.duckdb", progress=False)
+
+    root = build_once(tmp_path_factory, "logged-run", run)
+    return root / "store" / "runs.duckdb", built_data(root)
 
 
 def test_the_logged_run_finished_without_logger_events(logged_run):
