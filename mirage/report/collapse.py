@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from mirage.core.analysis import signature as sig
-from mirage.report import figures, regime
+from mirage.report import figures, preconditions, regime
 from mirage.report.figures import TITLES
 from mirage.report.findings import Finding
 from mirage.report.names import CHANCE, H_COND, RETRIEVAL, SUCCESS
@@ -83,6 +83,8 @@ def collapse_study(study: Study, figure_dir: Path) -> Finding | None:
     finding.tables.insert(0, ("Endpoints per seed", markdown_table(pd.DataFrame(rows))))
     finding.tables.append((regime.signature_caption(),
                            markdown_table(regime.signature_table(study, runs, ["filter"]))))
+    finding.tables.append((preconditions.caption(),
+                           markdown_table(preconditions.preconditions_table(study, runs, ["filter"]))))
     sources = [(CALIBRATION, f"the calibration runs of this regime (`{CALIBRATION}`)"),
                (GRADIENTS, regime.gradients_source(everything))]
     for caption, shares in regime.pre_collapse_shares(everything, runs, sources):

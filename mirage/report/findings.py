@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mirage.report import conventions, figures, regime
+from mirage.report import conventions, figures, preconditions, regime
 from mirage.report.names import CHANCE, ENTROPY, GREEDY, H_COND, LENGTH, RETRIEVAL, SUCCESS
 from mirage.report.paired import paired, spearman_interval
 from mirage.report.results import Study
@@ -399,6 +399,8 @@ def provoked_collapse(study: Study, figure_dir: Path) -> Finding:
                               markdown_table(pd.DataFrame(rows))))
     finding.tables.append((regime.signature_caption(),
                            markdown_table(regime.signature_table(study, runs, ["env", "filter"]))))
+    finding.tables.append((preconditions.caption(),
+                           markdown_table(preconditions.preconditions_table(study, runs, ["env", "filter"]))))
     unfiltered = runs[runs["filter"] == "none"]
     if (noise := regime.noise_sentence(study, unfiltered, "unfiltered seeds")):
         finding.evidence.append(noise + ".")

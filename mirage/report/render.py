@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from mirage.core.analysis import signature as sig
-from mirage.report import collapse, conventions, induced, regime, sustained, template, visual
+from mirage.report import collapse, conventions, induced, preconditions, regime, sustained, template, visual
 from mirage.report.findings import FINDINGS, Finding, adjust_families, provoked_collapse
 from mirage.report.names import SUCCESS
 from mirage.report.paired import CONFIDENCE, POWER, detectable_factor, sd_range
@@ -84,10 +84,12 @@ def _regimes(everything: Study, name: str) -> str:
     study = everything.of(name)
     if study.runs.empty:
         return ""
-    table = regime.signature_table(study, study.runs, ["env", "filter", "slip", "regime"])
+    labels = ["env", "filter", "slip", "regime"]
+    table = regime.signature_table(study, study.runs, labels)
     return "\n".join(["", f"## Reasoning regime per run (experiment `{name}`)", "",
                       f"Every run the findings above are measured on. {regime.signature_caption()}.", "",
-                      markdown_table(table), ""])
+                      markdown_table(table), "", f"*{preconditions.caption()}.*", "",
+                      markdown_table(preconditions.preconditions_table(study, study.runs, labels)), ""])
 
 
 def _calibrations(study: Study, readings: dict) -> str:
@@ -102,7 +104,8 @@ def _calibrations(study: Study, readings: dict) -> str:
                   "Every cell the sweep ran, all from one warm start: the settings that differ "
                   "between its cells, the endpoints (mean of the last checks), then "
                   f"{regime.signature_caption()[0].lower() + regime.signature_caption()[1:]}.", "",
-                  markdown_table(table), ""]
+                  markdown_table(table), "", f"*{preconditions.caption()}.*", "",
+                  markdown_table(preconditions.calibration_table(study, experiment)), ""]
         if experiment in readings:
             lines += [readings[experiment].strip(), ""]
     return "\n".join(lines)

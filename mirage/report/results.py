@@ -109,7 +109,8 @@ def restore_study(results: Path, db: Path) -> Path:
 @dataclass(frozen=True)
 class Study:
     """The study as frames. ``runs``: one row per run with its experiment and its
-    config's labels; ``metrics``: long format (run_id, step, name, value)."""
+    config's labels; ``metrics``: long format (run_id, step, name, value), with the reward
+    variance's per-step mean and std derived from the per-group rows where not logged."""
 
     runs: pd.DataFrame
     metrics: pd.DataFrame
@@ -138,7 +139,28 @@ def read_study(results: Path) -> Study:
                                 columns=["run_id", "step", "prompt_index", "sample_index", "turn",
                                          "reasoning", "action"])
                 if (results / "rollouts.parquet").exists() else None)
+    if (results / "groups.parquet").exists():
+        metrics = with_reward_variance(metrics, pd.read_parquet(
+            results / "groups.parquet", columns=["run_id", "step", "reward_variance"]))
     return Study(labels, metrics.dropna(subset=["value"]), rollouts)
+
+
+VARIANCE_MEAN, VARIANCE_STD = "reward/variance_mean", "reward/variance_std"
+
+
+def with_reward_variance(metrics: pd.DataFrame, groups: pd.DataFrame) -> pd.DataFrame:
+    """``metrics`` with ``reward/variance_mean`` and ``reward/variance_std`` (the mean and
+    population std over a step's groups of the in-group reward variance, docs/metrics.md)
+    derived from the stored per-group rows for the runs that predate those metrics; the
+    same numbers the run loop logs, from the same groups before filtering."""
+    logged = set(metrics.loc[metrics["name"] == VARIANCE_MEAN, "run_id"])
+    groups = groups[~groups["run_id"].isin(logged)].dropna(subset=["reward_variance"])
+    if groups.empty:
+        return metrics
+    per_step = groups.groupby(["run_id", "step"])["reward_variance"]
+    derived = pd.concat([per_step.mean().rename(VARIANCE_MEAN), per_step.std(ddof=0).rename(VARIANCE_STD)],
+                        axis=1).reset_index().melt(id_vars=["run_id", "step"], var_name="name")
+    return pd.concat([metrics, derived[["run_id", "step", "name", "value"]]], ignore_index=True)
 
 
 def read_with_visual(results: Path) -> Study:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from mirage.core.analysis import signature as sig
-from mirage.report import figures, induced, regime, sustained
+from mirage.report import figures, induced, preconditions, regime, sustained
 from mirage.report.findings import Finding
 from mirage.report.names import CHANCE, FORMAT, H_COND, RETRIEVAL, SUCCESS
 from mirage.report.paired import paired
@@ -89,6 +89,8 @@ def template_study(everything: Study, figure_dir: Path) -> list[Finding]:
     main.conclude(TEMPLATE)
     main.tables.insert(0, ("Endpoints per run (mean of the last checks)", markdown_table(_endpoints(runs, ends))))
     main.tables.append((regime.signature_caption(), markdown_table(regime.signature_table(study, runs, ["arm"]))))
+    main.tables.append((preconditions.caption(),
+                        markdown_table(preconditions.preconditions_table(study, runs, ["arm"]))))
     sentence, samples = regime.samples_at_endpoints(study, unfiltered, ["arm"])
     main.tables += [(caption, markdown_table(table)) for caption, table in samples]
     if sentence:

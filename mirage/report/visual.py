@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mirage.report import induced, regime
+from mirage.report import induced, preconditions, regime
 from mirage.report.findings import Finding
 from mirage.report.names import RETRIEVAL, SUCCESS
 from mirage.report.paired import Paired, paired
@@ -73,8 +73,11 @@ def visual_study(everything: Study) -> list[Finding]:
                               "(a 0-1 success here)", markdown_table(pd.DataFrame(rows))))
     finding.evidence.append(_against_paper(finding.checks))
     finding.tables.append(("Endpoints per run (mean of the last checks)", markdown_table(_endpoints(study, runs))))
+    labels = ["env", "observation", "arm"]
     finding.tables.append((regime.signature_caption(),
-                           markdown_table(regime.signature_table(study, runs, ["env", "observation", "arm"]))))
+                           markdown_table(regime.signature_table(study, runs, labels))))
+    finding.tables.append((preconditions.caption(),
+                           markdown_table(preconditions.preconditions_table(study, runs, labels))))
     return [finding]
 
 
