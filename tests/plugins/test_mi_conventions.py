@@ -191,6 +191,26 @@ def test_retrieval_ties_first_index_against_expected_credit():
     assert float(recall(tied, torch.tensor([1]), 1, "first")) == 1.0
 
 
+def test_the_ragen_preset_ranks_recall_at_k_in_torch_topks_order():
+    """RAGEN's Recall@k takes ``torch.topk`` over the best min(8, C) columns, whose order
+    among ties is torch's, not the lowest index's (an outside check on RAGEN's own code
+    found 159 of 506 cases with ties apart until the preset ranked so). P = 4, one
+    reasoning each: reasoning 0 scores every column alike, the others are retrieved."""
+    scores = torch.tensor([[0.0, 0.0, 0.0, 0.0],
+                           [-9.0, 0.0, -9.0, -9.0],
+                           [-9.0, -9.0, 0.0, -9.0],
+                           [-9.0, -9.0, -9.0, 0.0]], dtype=torch.float64)
+    owner = torch.arange(4)
+    top2 = torch.topk(scores[0], 2).indices.tolist()  # torch's order among the four tied columns
+    ragen = float(recall(scores, owner, 2, "topk").mean())
+    assert ragen == (3 + (0 in top2)) / 4
+    assert float(recall(scores, owner, 2, "first").mean()) == 1.0  # column 0 comes first by index
+    assert float(recall(scores, owner, 2, "expected").mean()) == 0.875  # 2 of 4 tied: 0.5 for row 0
+    # k = 1 is argmax, the first maximal column, under both first and topk
+    assert recall(scores, owner, 1, "topk").tolist() == recall(scores, owner, 1, "first").tolist() == [1.0] * 4
+    assert RAGEN.retrieval_ties == "topk"
+
+
 # (c) trajectory scope: draws with replacement
 
 def batch_of(turn_lists: list[list[Turn]]) -> Batch:
@@ -285,7 +305,7 @@ def test_the_preset_sets_every_convention_and_a_given_one_wins():
     ("columns", "grouped", "'merged' or 'separate'"),
     ("trajectory_draws", "bootstrap", "'without_replacement' or 'with_replacement'"),
     ("empty_columns", "skip", "'keep' or 'drop'"),
-    ("retrieval_ties", "random", "'expected' or 'first'"),
+    ("retrieval_ties", "random", "'expected', 'first' or 'topk'"),
 ])
 def test_an_unknown_convention_is_refused_naming_the_valid_ones(option, value, valid):
     with pytest.raises(ConfigError, match=f"diagnostics.options.mi.{option}.*{valid}"):

@@ -15,7 +15,7 @@ TokenMarginal = Literal["of_sums", "of_means"]
 Columns = Literal["merged", "separate"]
 TrajectoryDraws = Literal["without_replacement", "with_replacement"]
 EmptyColumns = Literal["keep", "drop"]
-RetrievalTies = Literal["expected", "first"]
+RetrievalTies = Literal["expected", "first", "topk"]
 Convention = Literal["mirage", "ragen"]
 
 
@@ -36,8 +36,10 @@ class MIConventions:
       one giving nothing (``with_replacement``);
     * ``empty_columns``: a prompt whose reasonings are all empty stays a column (``keep``)
       or is left out (``drop``);
-    * ``retrieval_ties``: a tie counts its chance of being won (``expected``) or the column
-      of lower index wins (``first``);
+    * ``retrieval_ties``: a tie counts its chance of being won (``expected``), the column
+      of lower index wins (``first``), or retrieval takes the first maximal column and
+      Recall@k the order ``torch.topk`` returns over the best min(8, C) columns (``topk``,
+      the reference code's ranking, whose order among ties torch does not specify);
     * ``check_at_step_zero``: the proxies also run at step 0, the starting policy (True),
       or start at step 1 (False), which moves the EMA of MI-ZScore-EMA by one check.
     """
@@ -54,7 +56,7 @@ PRESETS: dict[str, MIConventions] = {
     "mirage": MIConventions(),
     "ragen": MIConventions(token_marginal="of_means", columns="separate",
                            trajectory_draws="with_replacement", empty_columns="drop",
-                           retrieval_ties="first", check_at_step_zero=False),
+                           retrieval_ties="topk", check_at_step_zero=False),
 }
 
 SETTINGS = tuple(MIConventions.__dataclass_fields__)

@@ -170,8 +170,9 @@ class MIOptions(BaseModel):
         None, description="a prompt whose reasonings are all empty: keep its column or drop it "
         "(default: the convention's)")
     retrieval_ties: Optional[RetrievalTies] = Field(
-        None, description="exact ties in retrieval: expected credit, or the first column wins "
-        "(default: the convention's)")
+        None, description="exact ties in retrieval: expected credit, the first column wins, or "
+        "topk (argmax for retrieval, torch.topk's order for Recall@k, as the reference code "
+        "ranks) (default: the convention's)")
     check_at_step_zero: Optional[bool] = Field(
         None, description="the proxies also run at step 0, the starting policy (default: the "
         "convention's; ragen starts at step 1)")

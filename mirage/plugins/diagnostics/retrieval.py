@@ -5,7 +5,8 @@ A reasoning is retrieved at k when a column holding its own prompt is among the 
 best-scoring columns. ``signatures`` ([C] ids, equal for columns whose prompts are
 identical) lets several columns hold one prompt (``columns: separate``); None means
 every column is a distinct prompt. Ties are broken uniformly at random, in expectation
-(``expected``), or in favour of the lower column index (``first``).
+(``expected``), in favour of the lower column index (``first``), or as ``torch.topk``
+orders them (``topk``, the reference code's Recall@k).
 """
 
 from __future__ import annotations
@@ -51,6 +52,22 @@ def recall_first_index(scores: torch.Tensor, owner: torch.Tensor, k: int,
     return ((above + before) < k).double()
 
 
+TOPK_WIDTH = 8  # the reference code ranks the best min(8, C) columns once for every k
+
+
+def recall_topk(scores: torch.Tensor, owner: torch.Tensor, k: int,
+                signatures: torch.Tensor | None = None) -> torch.Tensor:
+    """``[N]`` 1.0 where a column holding n's prompt is among the first ``k`` of the
+    columns ``torch.topk`` ranks best in ``scores[n]`` ([N, C]), over the best min(8, C)
+    (RAGEN's Recall@k, whose order among tied columns is torch's); k = 1 is the first
+    maximal column (argmax, :func:`recall_first_index`)."""
+    if k == 1:
+        return recall_first_index(scores, owner, 1, signatures)
+    width = min(TOPK_WIDTH, scores.size(1))
+    top = torch.topk(scores, width, dim=1).indices[:, : min(k, width)]
+    return _own_prompt(scores, owner, signatures).gather(1, top).any(1).double()
+
+
 def recall_expected(scores: torch.Tensor, owner: torch.Tensor, k: int,
                     signatures: torch.Tensor) -> torch.Tensor:
     """``[N]`` chance that a column holding n's prompt is among the top ``k`` of
@@ -77,8 +94,10 @@ def recall(scores: torch.Tensor, owner: torch.Tensor, k: int, ties: RetrievalTie
     """``[N]`` Recall@k per reasoning under the ``ties`` convention (k = 1: retrieval)."""
     if ties == "first":
         return recall_first_index(scores, owner, k, signatures)
+    if ties == "topk":
+        return recall_topk(scores, owner, k, signatures)
     if ties != "expected":
-        raise ValueError(f"unknown retrieval_ties {ties!r}; valid: expected, first")
+        raise ValueError(f"unknown retrieval_ties {ties!r}; valid: expected, first, topk")
     if signatures is None:
         return recall_at(scores, owner, k)
     return recall_expected(scores, owner, k, signatures)
