@@ -147,12 +147,19 @@ def test_a_checkpoint_holds_the_adapters_and_resumes_from_them(backend, tiny_con
     ({"rank": 33}, "none", "model.lora.rank 33 exceeds the model's hidden size (32)"),
     ({"target_modules": ["q_proj", "c_attn"]}, "none", "the model has no module 'c_attn'; its modules "
      "that take adapters: down_proj, embed_tokens, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj"),
-    ({}, "fsdp", "use model.parallel ddp"),
 ])
 def test_lora_that_cannot_adapt_the_policy_is_refused_before_any_work(tiny_config, lora, parallel, message):
     data = tiny_config()
     data["model"] |= {"lora": lora, "parallel": parallel}
     assert message in LocalBackend.config_problem(build_config(data))
+
+
+@pytest.mark.parametrize("parallel", ["none", "ddp", "fsdp"])
+def test_lora_runs_under_every_parallel_mode(tiny_config, parallel):
+    """fsdp included (tests/core/test_fsdp_lora.py: 2 processes equal one)."""
+    data = tiny_config()
+    data["model"] |= {"lora": {"rank": 4}, "parallel": parallel}
+    assert LocalBackend.config_problem(build_config(data)) is None
 
 
 # ---------------------------------------------------------------------------- end to end
