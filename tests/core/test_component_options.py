@@ -125,7 +125,8 @@ def test_a_diagnostic_takes_its_options_by_name(tiny_config):
 @pytest.mark.parametrize("options, message", [
     ({"mi": {"scope": ["first_turn"]}},
      r"^unknown option 'scope' for diagnostic 'mi' \(diagnostics\.options\.mi\.scope\); valid: scopes, "
-     r"trajectory_samples, zscore_epsilon, zscore_ema_alpha$"),
+     r"trajectory_samples, zscore_epsilon, zscore_ema_alpha, convention, token_marginal, columns, "
+     r"trajectory_draws, empty_columns, retrieval_ties, check_at_step_zero$"),
     ({"mi": {"scopes": []}}, r"^invalid diagnostics\.options\.mi\.scopes: List should have at least 1 item"),
     ({"mi": {"zscore_epsilon": float("inf")}}, r"^invalid diagnostics\.options\.mi\.zscore_epsilon: "),
     ({"reward": {"every": 2}}, r"^unknown option 'every' for diagnostic 'reward' .*; valid: \(none\)$"),
@@ -163,5 +164,5 @@ def test_top_p_mode_is_the_top_p_filters_own_option(tiny_config):
     assert build_component(config, plugins.registries, "filter", "top_p").options.mode == "softmax"
     other = build_config(tiny_config() | {"filter": {"name": "top_k", "options": {"mode": "softmax"}}})
     with pytest.raises(ConfigError, match=r"^unknown option 'mode' for filter 'top_k' "
-                                          r"\(filter\.options\.mode\); valid: \(none\)$"):
+                                          r"\(filter\.options\.mode\); valid: convention, rounding$"):
         validate_config(other, plugins)

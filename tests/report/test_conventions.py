@@ -25,7 +25,7 @@ def test_a_runs_mi_conventions_read_from_its_config():
     assert mi_conventions(config(0, scopes=["first_turn"])) == "mirage"
     assert mi_conventions(config(0, token_marginal="of_means")) == "token_marginal: of_means"
     ragen = mi_conventions(config(0, convention="ragen"))
-    assert "columns: separate" in ragen and "retrieval_ties: first" in ragen
+    assert "columns: separate" in ragen and "retrieval_ties: topk" in ragen
 
 
 def study(both_scales: bool, runs: int = 8) -> Study:
