@@ -127,9 +127,16 @@ def preconditions(study: Study, run) -> dict:
 
 
 def caption() -> str:
-    """The caption of every preconditions table."""
+    """The caption of every preconditions table (its rules are stated once, in the page's
+    "How to read the verdicts": :func:`reading`)."""
     return ("The mechanism's preconditions per run (PAPER.md section 3: reward variance falls, the "
-            "regulariser dominates the low-variance buckets, MI falls before success): " + rule())
+            "regulariser dominates the low-variance buckets, MI falls before success), read by the "
+            "rules under \"How to read the verdicts\"")
+
+
+def reading() -> str:
+    """The preconditions tables' rules, for the page's "How to read the verdicts"."""
+    return "Every **preconditions** table reads: " + rule() + "."
 
 
 def preconditions_table(study: Study, runs: pd.DataFrame, labels: list[str]) -> pd.DataFrame:

@@ -202,7 +202,7 @@ def _reading(study: Study, everything: Study) -> str:
         f"A run's **reasoning regime** is read from a sustained signal, in every section: "
         f"{sustained.rule()} (docs/diagnostics.md's rule: {sig.rule()}). One check never "
         f"decides a regime: its first-turn retrieval accuracy is a share of n = P x G samples, "
-        f"with binomial sd sqrt(p(1-p)/n){_noise(everything)}.")
+        f"with binomial sd sqrt(p(1-p)/n){_noise(everything)}. " + preconditions.reading())
 
 
 def _noise(everything: Study) -> str:
