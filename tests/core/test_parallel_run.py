@@ -18,6 +18,7 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, P
 
 from mirage.core.run.launch import failure_report
 from mirage.core.store.run_store import RunStore
+from shared_runs import two_torchrun_processes
 
 DDP = ("--parallel", "ddp", "--quiet")
 
@@ -71,9 +72,11 @@ SHARED = pytest.mark.xdist_group("busy")
 
 @pytest.mark.slow
 @SHARED
-def test_two_torchrun_processes_store_the_metrics_of_one(run_ddp, one_process):
-    two, (code, out, err) = run_ddp("two", "--steps", "3", "--nproc", "2")
-    assert code == 0, err
+def test_two_torchrun_processes_store_the_metrics_of_one(tmp_path_factory, cli_argv, tiny_config_file, one_process):
+    # the run whose sockets tests/core/test_listening_sockets.py checks (tests/shared_runs.py)
+    run = two_torchrun_processes(tmp_path_factory, cli_argv, tiny_config_file)
+    assert run.code == 0, run.err
+    two = run.db
     assert_same_metrics(stored_metrics(two), one_process("--steps", "3"))
     store = RunStore(two)
     (run,) = store.list_runs()

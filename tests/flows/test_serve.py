@@ -14,6 +14,7 @@ import pytest
 
 from mirage.core.store.run_store import RunStore
 from mirage.flows.sweep_store import SweepStore
+from shared_runs import core_serve_own_server
 
 from .conftest import api_get, kill_tree
 
@@ -33,15 +34,6 @@ def deployment_run(server, *args: str) -> tuple[subprocess.CompletedProcess, str
     found = re.search(r"UUID: ([0-9a-f-]{36})", done.stdout)
     assert found, done.stdout + done.stderr
     return done, found.group(1)
-
-
-def command_line(process) -> str:
-    import psutil
-
-    try:
-        return " ".join(process.cmdline())
-    except psutil.Error:  # exited, or a zombie nobody reaped yet
-        return ""
 
 
 def final_message(server, flow_run_id: str) -> str:
@@ -112,37 +104,13 @@ def test_deployment_run_sweep_twice_recomputes_nothing(prefect_server, tmp_path,
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("busy")  # busy processes: one such test at a time
-def test_core_serve_starts_and_stops_its_own_server(tmp_path, cli_argv):
-    import os
-    import signal
-
-    import psutil
-
-    from .conftest import free_port
-
-    port = free_port()
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home")}
-    env.pop("PREFECT_API_URL", None)
-    log = open(tmp_path / "serve.log", "w")
-    serve = subprocess.Popen(cli_argv("serve", "--db", tmp_path / "main.duckdb", "--port", port),
-                             env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                             start_new_session=True)
-    api_url = f"http://127.0.0.1:{port}/api"
-    try:
-        deadline = time.monotonic() + 120
-        while api_get(f"{api_url}/deployments/name/sweep/stochasticity")[0] != 200:
-            assert serve.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "core serve did not start a server and serve"
-            time.sleep(1)
-        family = psutil.Process(serve.pid).children(recursive=True)
-        server = [p for p in family if "server" in command_line(p)]
-        assert server, [command_line(p) for p in family]
-        serve.send_signal(signal.SIGTERM)  # core serve alone: it must stop its server
-        serve.wait(30)
-        _, alive = psutil.wait_procs(server, timeout=15)
-        assert not alive, [command_line(p) for p in alive]
-        assert api_get(f"{api_url}/health")[0] == 0
-    finally:
-        kill_tree(serve)
-        log.close()
-    assert "export PREFECT_API_URL=" + api_url in (tmp_path / "serve.log").read_text()
+def test_core_serve_starts_and_stops_its_own_server(tmp_path_factory, cli_argv):
+    # the serve whose sockets tests/core/test_listening_sockets.py checks (tests/shared_runs.py):
+    # started without PREFECT_API_URL, sent SIGTERM alone once its deployments are served
+    served = core_serve_own_server(tmp_path_factory, cli_argv)
+    assert served.registered, "core serve did not start a server and serve\n" + served.log[-3000:]
+    assert served.servers, served.log[-3000:]
+    assert served.exit_code is not None  # it stopped within 30 s of SIGTERM
+    assert not served.outlived, served.outlived  # and stopped its server
+    assert served.health_after == 0
+    assert f"export PREFECT_API_URL=http://127.0.0.1:{served.port}/api" in served.log
