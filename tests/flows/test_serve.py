@@ -82,12 +82,14 @@ def test_deployment_run_sweep_twice_recomputes_nothing(prefect_server, tmp_path,
         assert {r["run_id"] for r in second_summary} == {r["run_id"] for r in runs}
 
         # A failing cell: `--watch` prints its progress line and the final state's
-        # message, which names the cell and its one-line reason, and exits 1.
+        # message, which names the cell and its one-line reason, and exits 1. On the
+        # thread runner: a pool worker's start (its own torch import) adds nothing to that.
         broken = tmp_path / "broken-model"
         broken.mkdir()
         (broken / "config.json").write_text('{"model_type": "qwen2"}')
         (broken / "model.safetensors").write_text("not safetensors")
-        failing = ["--param", "preset=tiny", "--param", "grid=" + json.dumps({"model.path": [str(broken)]}),
+        failing = ["--param", "preset=tiny", "--param", "runner=thread",
+                   "--param", "grid=" + json.dumps({"model.path": [str(broken)]}),
                    "--params", json.dumps({"settings": {"filter.name": "top_p", "steps": 2, "threads": 1,
                                                         "env.options.slip": 0.0}})]
         third, third_id = deployment_run(prefect_server, *failing)
