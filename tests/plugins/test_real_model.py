@@ -65,7 +65,7 @@ def test_lora_warm_start_and_one_rl_iteration_train_only_the_adapters(smollm2, g
     config = build_config({
         "env": {"name": "frozenlake", "max_turns": 1},
         "model": {"path": str(smollm2), "lora": {"rank": 8}},
-        "rollout": {"prompts": 2, "group_size": 2, "max_new_tokens": 40},
+        "rollout": {"prompts": 2, "group_size": 2, "max_new_tokens": 20},
         "validation": {"episodes": 2},
         # lean: no cross-scoring or gradient decomposition of a 135M model; every group
         # updates, and the entropy bonus gives the adapters a gradient even where the
