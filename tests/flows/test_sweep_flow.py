@@ -21,6 +21,7 @@ def runs_of(db: Path) -> list[dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("busy")  # on the worker whose session Prefect server the deployment and Ray tests use
 def test_a_failing_cell_is_recorded_while_the_other_finishes(prefect_server, tmp_path, monkeypatch):
     from mirage.flows.sweep import sweep
 
@@ -57,6 +58,7 @@ def test_a_failing_cell_is_recorded_while_the_other_finishes(prefect_server, tmp
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("busy")  # on the worker whose session Prefect server the deployment and Ray tests use
 def test_a_bad_setting_fails_the_flow_with_a_one_line_reason(prefect_server, tmp_path):
     from mirage.flows.sweep import sweep
 
