@@ -20,7 +20,7 @@ import pytest
 import torch
 from test_fsdp_training import flat
 from test_parallel_training import backend as tiny_backend
-from test_parallel_training import close, on_two_processes, rows
+from test_parallel_training import close, measured_on_two_ranks, rows, two_rank_cases
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 from mirage.core.config.run_config import LoraConfig
@@ -89,10 +89,14 @@ def measure(world: World, count: int, critic: bool = False, resumed: bool = Fals
 CASES = {"grpo-kl-resumed-2+1-padded": (5, False, True), "ppo-critic-1+0-padded": (1, True, False)}
 
 
+two_rank_cases("fsdp-lora", measure, CASES)
+
+
 @pytest.fixture(scope="session")  # never rebuilt, wherever xdist interleaves the module's tests
 def two_processes(tmp_path_factory) -> dict[str, list[dict]]:
-    """Each case measured on the two ranks of one spawned gloo group: case -> [rank 0, rank 1]."""
-    return on_two_processes(tmp_path_factory.mktemp("fsdp-lora"), measure, CASES)
+    """Each case measured on the two ranks of one spawned gloo group (shared with
+    test_parallel_training's and test_fsdp_training's cases): case -> [rank 0, rank 1]."""
+    return measured_on_two_ranks(tmp_path_factory, "fsdp-lora")
 
 
 @pytest.mark.parametrize("case", CASES)

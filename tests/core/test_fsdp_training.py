@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 from test_parallel_training import backend as tiny_backend
-from test_parallel_training import close, on_two_processes, rows
+from test_parallel_training import close, measured_on_two_ranks, rows, two_rank_cases
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 from mirage.core.parallel.world import World
@@ -53,10 +53,14 @@ CASES = {"2+2-micro-batches": (7, False), "2+1-padded": (5, False), "1+0-padded"
          "ppo-critic-2+1-padded": (5, True)}
 
 
+two_rank_cases("fsdp", measure, CASES)
+
+
 @pytest.fixture(scope="session")  # never rebuilt, wherever xdist interleaves the module's tests
 def two_processes(tmp_path_factory) -> dict[str, list[dict]]:
-    """Each case measured on the two ranks of one spawned gloo group: case -> [rank 0, rank 1]."""
-    return on_two_processes(tmp_path_factory.mktemp("fsdp"), measure, CASES)
+    """Each case measured on the two ranks of one spawned gloo group (shared with
+    test_parallel_training's and test_fsdp_lora's cases): case -> [rank 0, rank 1]."""
+    return measured_on_two_ranks(tmp_path_factory, "fsdp")
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -124,9 +124,41 @@ def on_two_processes(directory: Path, measure_case: Callable[..., dict], cases: 
             for case in cases}
 
 
+# Every module's cases on two ranks (this one's, test_fsdp_training's, test_fsdp_lora's),
+# registered as each is imported: the first of their fixtures to run measures them all on
+# one spawned gloo group (two fresh processes, their imports paid once). All three modules
+# are in the busy group: one xdist worker, one spawn.
+TWO_RANK_CASES: dict[str, tuple[Callable[..., dict], dict]] = {}
+_two_rank_results: dict[str, dict[str, list[dict]]] = {}
+
+
+def two_rank_cases(name: str, measure_case: Callable[..., dict], cases: dict) -> None:
+    """Register a module's ``cases`` for ``measure_case`` (module level: the ranks import it)."""
+    TWO_RANK_CASES[name] = (measure_case, cases)
+
+
+def _measure_with(world: World, measure_case: Callable[..., dict], *arguments) -> dict:
+    return measure_case(world, *arguments)
+
+
+def measured_on_two_ranks(tmp_path_factory, name: str) -> dict[str, list[dict]]:
+    """The registered cases of ``name`` measured on two ranks: case -> [rank 0, rank 1]."""
+    if name not in _two_rank_results:
+        pending = {n: registered for n, registered in TWO_RANK_CASES.items() if n not in _two_rank_results}
+        flat = {f"{n}--{case}": (measure_case, *arguments)
+                for n, (measure_case, cases) in pending.items() for case, arguments in cases.items()}
+        got = on_two_processes(tmp_path_factory.mktemp("two-ranks"), _measure_with, flat)
+        for n, (_, cases) in pending.items():
+            _two_rank_results[n] = {case: got[f"{n}--{case}"] for case in cases}
+    return _two_rank_results[name]
+
+
+two_rank_cases("ddp", measure, CASES)
+
+
 @pytest.fixture(scope="session")  # never rebuilt, wherever xdist interleaves the module's tests
 def two_processes(tmp_path_factory) -> dict[str, list[dict]]:
-    return on_two_processes(tmp_path_factory.mktemp("ddp"), measure, CASES)
+    return measured_on_two_ranks(tmp_path_factory, "ddp")
 
 
 def close(a: torch.Tensor, b: torch.Tensor, float32: bool = False) -> bool:
