@@ -13,9 +13,11 @@ plus it. Medians of ``--repeats`` timings after a warm-up call. Numbers, not pas
 
     .venv/bin/python bench/diagnostics.py [--tiny] [--env frozenlake] [--observation image] [--repeats 3] [--prompts 16 --group 16]
 
-``--observation image``: the environment's pictures and the vision-language policy (each
-prompt's picture and prefix encoded once per column, its cache copied per chunk of
-responses: the "shared" and "copied" columns are the same path there).
+``--observation image``: the environment's pictures and the vision-language policy: for
+the LLaVA policy "shared" is the lean path (each prompt's picture merged into its prefill
+once, the responses through the text model reading the cached keys), "copied" each
+context's transformers cache copied per chunk of responses. The three cross-scoring
+variants are timed interleaved.
 """
 
 from __future__ import annotations
@@ -35,6 +37,20 @@ from mirage.core.run import threads
 from mirage.core.run.loop import cache_dir, open_session, run_step, score_batch, step_seeds
 from mirage.core.run.validate import build_config, validate_config
 from mirage.plugins.diagnostics.cross_scoring import assign_columns, first_turns, sampled_turns
+
+
+def interleaved(fns: dict, repeats: int) -> dict[str, tuple[float, object]]:
+    """Name -> (median seconds, a result) of each of ``fns``, called in turn ``repeats``
+    times after one untimed warm-up each: interleaved, so a change in the machine's load
+    falls on every variant alike and their ratios stay comparable."""
+    results = {name: fn() for name, fn in fns.items()}
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            mark = time.perf_counter()
+            results[name] = fn()
+            times[name].append(time.perf_counter() - mark)
+    return {name: (statistics.median(times[name]), results[name]) for name in fns}
 
 
 def timed(fn, repeats: int) -> tuple[float, object]:
@@ -91,9 +107,11 @@ def main() -> None:
         columns, _ = assign_columns([t.prompt for t in turns])
         reasonings = [z for z in (session.backend.encode(t.reasoning) for t in turns) if z]
         backend = session.backend
-        reuse_s, reused = timed(lambda: backend.cross_score(columns, reasonings), args.repeats)
-        copy_s, copied = timed(lambda: backend.cross_score_copied(columns, reasonings), args.repeats)
-        full_s, full = timed(lambda: backend.cross_score(columns, reasonings, reuse_prefix=False), args.repeats)
+        timings = interleaved({
+            "shared": lambda: backend.cross_score(columns, reasonings),
+            "copied": lambda: backend.cross_score_copied(columns, reasonings),
+            "full": lambda: backend.cross_score(columns, reasonings, reuse_prefix=False)}, args.repeats)
+        (reuse_s, reused), (copy_s, copied), (full_s, full) = timings.values()
         scoring[scope] = {
             "shape": f"{len(reasonings)} x {len(columns)}",
             "tokens": (statistics.fmean(len(c) for c in columns), statistics.fmean(len(z) for z in reasonings)),
