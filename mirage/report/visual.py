@@ -68,7 +68,7 @@ def visual_study(everything: Study) -> list[Finding]:
             rows.append(_row(study, cell, env, observation, other, comparison))
     finding.conclude(VISUAL)
     finding.tables.insert(0, ("Text beside image: success at the warm start and at the endpoint "
-                              "(mean over seeds), the paired difference from no filter with its 95% "
+                              "(mean over the seeds both arms have finished), the paired difference from no filter with its 95% "
                               "interval, and RAGEN-2's difference for Qwen2.5-VL-3B in points "
                               "(a 0-1 success here)", markdown_table(pd.DataFrame(rows))))
     finding.evidence.append(_against_paper(finding.checks))
@@ -103,6 +103,8 @@ def _start(study: Study, runs: pd.DataFrame) -> float:
 def _row(study: Study, cell: pd.DataFrame, env: str, observation: str, other: str, c: Paired) -> dict:
     ends = endpoint(study, SUCCESS).set_index("run_id")["value"]
     none, arm_runs = cell[cell["arm"] == NONE], cell[cell["arm"] == other]
+    paired_seeds = set(none["seed"]) & set(arm_runs["seed"])  # the means over the seeds compared
+    none, arm_runs = none[none["seed"].isin(paired_seeds)], arm_runs[arm_runs["seed"].isin(paired_seeds)]
     paper = PAPER_GAIN.get((env, observation)) if other == MAIN else None
     return {"env": env, "observation": observation, "arm": other, "seeds": c.n,
             "start": _start(study, cell),
