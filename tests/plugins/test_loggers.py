@@ -35,7 +35,9 @@ from mirage.core.run.validate import build_config, validate_config
 from mirage.core.store.run_store import RunStore
 from mirage.plugins.loggers.mlflow_logger import MlflowLogger, mlflow_name
 
-pytestmark = pytest.mark.slow  # real (tiny) runs
+# real (tiny) runs; one worker for the module, so no test waits on another worker's
+# build of the shared logged run (build_once)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("logged-run")]
 
 Table = dict[tuple[int, str], float]
 

@@ -18,6 +18,9 @@ from mirage.report.names import RETRIEVAL
 from mirage.report.results import VARIANCE_MEAN, VARIANCE_STD, Study, with_reward_variance
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "reproduction"
+# One worker renders the page (build_once "report-docs") for this module and
+# test_report.py: split across workers, one waited on the other's render.
+pytestmark = pytest.mark.xdist_group("report-docs")
 STEPS = 60
 
 

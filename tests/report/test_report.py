@@ -22,6 +22,9 @@ from mirage.report.verdicts import (CHECK_VERDICTS, FINDING_VERDICTS, GATE_FAILE
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "results" / "reproduction"
+# One worker renders the page (build_once "report-docs") for this module and
+# test_preconditions.py: split across workers, one waited on the other's render.
+pytestmark = pytest.mark.xdist_group("report-docs")
 
 
 @pytest.fixture(scope="session")
