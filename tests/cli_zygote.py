@@ -9,8 +9,9 @@ imported in the zygote, never configured: whatever reads the environment at impo
 (Prefect's settings) is left for the child to import.
 
 ``python tests/cli_zygote.py`` is the zygote: it reads one JSON request a line on stdin
-(``argv``, ``env``, ``cwd``, ``out``, ``err``), forks, writes ``{"pid": ...}``, waits for
-the child and writes ``{"status": ...}``. :class:`Zygote` is its client in the test
+(``argv``, ``env``, ``cwd``, ``out``, ``err``, and ``in``: a file the child reads as its
+stdin, else /dev/null), forks, writes ``{"pid": ...}``, waits for the child and writes
+``{"status": ...}``. :class:`Zygote` is its client in the test
 process; a test that needs a real process tree (to signal or sample it) starts
 ``cli_argv(...)`` itself, as before. ``MIRAGE_TEST_SUBPROCESS=1`` turns the zygote off;
 ``MIRAGE_TEST_ZYGOTE_LOG=FILE`` logs each start of it and each command it did not serve.
@@ -39,7 +40,7 @@ def _child(request: dict) -> None:
     """In the forked child: become the command's process, run it, exit with its status."""
     try:
         os.setsid()
-        null = os.open(os.devnull, os.O_RDONLY)
+        null = os.open(request.get("in") or os.devnull, os.O_RDONLY)  # "in": a file of stdin's text
         out = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         err = os.open(request["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(null, 0)
@@ -166,13 +167,17 @@ class Zygote:
         return json.loads(line)
 
     def run(self, argv: list[str], env: dict[str, str], cwd: Path, timeout: float,
-            scratch: Path) -> tuple[int, str, str]:
+            scratch: Path, stdin: str | None = None) -> tuple[int, str, str]:
+        """``stdin``: the text the command reads on its standard input (none: /dev/null)."""
         scratch.mkdir(parents=True, exist_ok=True)
         stamp = f"{os.getpid()}-{time.monotonic_ns()}"
-        out, err = scratch / f"{stamp}.out", scratch / f"{stamp}.err"
+        out, err, given = scratch / f"{stamp}.out", scratch / f"{stamp}.err", scratch / f"{stamp}.in"
+        request = {"argv": argv, "env": env, "cwd": str(cwd), "out": str(out), "err": str(err)}
+        if stdin is not None:
+            given.write_text(stdin)
+            request["in"] = str(given)
         process = self._start()
-        process.stdin.write(json.dumps({"argv": argv, "env": env, "cwd": str(cwd),
-                                        "out": str(out), "err": str(err)}) + "\n")
+        process.stdin.write(json.dumps(request) + "\n")
         process.stdin.flush()
         pid = self._reply(30)["pid"]
         reply = self._reply(timeout)
@@ -186,8 +191,8 @@ class Zygote:
         try:
             return reply["status"], out.read_text(errors="replace"), err.read_text(errors="replace")
         finally:
-            out.unlink(missing_ok=True)
-            err.unlink(missing_ok=True)
+            for path in (out, err, given):
+                path.unlink(missing_ok=True)
 
     def close(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -155,19 +155,21 @@ _ZYGOTE = Zygote(os.environ)  # pytest_collection_finish sets its environment on
 atexit.register(_ZYGOTE.close)
 
 
-def run_cli(*args: str | os.PathLike[str], timeout: float = 300, env: dict[str, str] | None = None) -> CliResult:
+def run_cli(*args: str | os.PathLike[str], timeout: float = 300, env: dict[str, str] | None = None,
+            input: str | None = None) -> CliResult:
     """Run ``core ARGS...`` in a process of its own (with this process's environment, or
-    ``env``, in the repository); return (returncode, stdout, stderr). The process is forked
+    ``env``, in the repository, reading ``input`` on its standard input or nothing); return
+    (returncode, stdout, stderr). The process is forked
     from a warm zygote that has torch and MIRAGE imported (tests/cli_zygote.py), unless the
     environment differs from the zygote's in a variable some library reads at import (then,
     and whenever ``MIRAGE_TEST_SUBPROCESS=1``, it is a fresh interpreter)."""
     env = dict(os.environ if env is None else env)
     if env.get("MIRAGE_TEST_SUBPROCESS") == "1" or not _ZYGOTE.serves(env):
         done = subprocess.run(cli_command(*args), capture_output=True, text=True, timeout=timeout,
-                              cwd=REPO, env=env)
+                              cwd=REPO, env=env, input=input)
         return done.returncode, done.stdout, done.stderr
     scratch = Path(tempfile.gettempdir()) / f"mirage-cli-{os.getuid()}"
-    return _ZYGOTE.run(list(map(str, args)), env, REPO, timeout, scratch)
+    return _ZYGOTE.run(list(map(str, args)), env, REPO, timeout, scratch, stdin=input)
 
 
 @pytest.fixture(scope="session")

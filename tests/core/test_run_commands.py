@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 from pathlib import Path
 
 import duckdb
@@ -131,17 +130,15 @@ def test_tag_untag_note_and_rename_change_the_labels(cli, store):
     assert RunStore(store).get_run(IDS[2])["note"] is None
 
 
-def test_delete_asks_unless_yes(cli_argv, store):
+def test_delete_asks_unless_yes(cli, store):
     before = digest(store.parent)
     for answer in ("n\n", ""):  # "no", and no answer at all
-        done = subprocess.run(cli_argv("delete", THIRD, "--db", store), input=answer,
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 2 and f"delete 1 run(s) {IDS[2]}" in done.stdout
-        assert done.stderr.strip().splitlines()[-1] == "error: nothing deleted"
+        code, out, err = cli("delete", THIRD, "--db", store, input=answer, timeout=120)
+        assert code == 2 and f"delete 1 run(s) {IDS[2]}" in out
+        assert err.strip().splitlines()[-1] == "error: nothing deleted"
     assert digest(store.parent) == before
-    done = subprocess.run(cli_argv("delete", THIRD, "--db", store), input="y\n",
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and RunStore(store).get_run(IDS[2]) is None
+    code, out, err = cli("delete", THIRD, "--db", store, input="y\n", timeout=120)
+    assert code == 0 and RunStore(store).get_run(IDS[2]) is None
 
 
 def test_delete_removes_the_run_its_rows_and_checkpoints(cli, store):
