@@ -114,7 +114,7 @@ def language_part(model) -> LanguagePart | None:
     """A LLaVA ``model``'s text model (its pictures enter as input embeddings, so every
     position after them is the text model's alone); None for any other model (Qwen2-VL
     places pictures by 3-D rotary positions, which the lean loops do not compute)."""
-    if not isinstance(model, LlavaForConditionalGeneration):  # a peft wrapper included
+    if not isinstance(model, LlavaForConditionalGeneration):  # LoRA adapts its layers in place
         return None
     return LanguagePart(model.model.language_model, model.lm_head, model.config.text_config,
                         model.generation_config, model.device, model.dtype)
