@@ -2,10 +2,8 @@
 refusing to run (exit 2, nothing written) where the sandbox cannot isolate."""
 
 import json
-import os
 import random
 import re
-import subprocess
 
 import pytest
 
@@ -101,16 +99,16 @@ def test_core_run_refuses_deepcoder_without_isolation_and_writes_nothing(cli, ma
 
 
 @pytest.mark.slow
-def test_the_unsafe_option_runs_records_it_and_flags_every_progress_line(cli_argv, make_config_file,
+def test_the_unsafe_option_runs_records_it_and_flags_every_progress_line(cli, make_config_file,
                                                                           tmp_path, monkeypatch):
     monkeypatch.setenv(PRETEND_NO_ISOLATION, "1")
     db = tmp_path / "runs.duckdb"
-    argv = cli_argv("run", "--env", "deepcoder", "--env-opt", "unsafe_no_isolation=true",
-                    "--env-opt", "tests=3", "--steps", "2", "--config", make_config_file(), "--db", db)
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=os.environ.copy())
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "warning: UNSAFE: deepcoder runs model-written code WITHOUT isolation" in done.stderr
-    bar_lines = [line for line in re.split(r"[\r\n]", done.stderr) if re.search(r"\d/2 \[", line)]
+    code, _, stderr = cli("run", "--env", "deepcoder", "--env-opt", "unsafe_no_isolation=true",
+                          "--env-opt", "tests=3", "--steps", "2", "--config", make_config_file(), "--db", db,
+                          timeout=600)
+    assert code == 0, stderr[-2000:]
+    assert "warning: UNSAFE: deepcoder runs model-written code WITHOUT isolation" in stderr
+    bar_lines = [line for line in re.split(r"[\r\n]", stderr) if re.search(r"\d/2 \[", line)]
     assert len(bar_lines) >= 3 and all("UNSAFE=no-isolation" in line for line in bar_lines), bar_lines
     store = RunStore(db)
     (run,) = store.list_runs()
