@@ -46,22 +46,7 @@ def smollm2(tmp_path_factory) -> Path:
     return target
 
 
-@pytest.fixture
-def gguf_read_once(monkeypatch):
-    """transformers parses the file's metadata (a 49k-token vocabulary) once for the
-    tokenizer's config, once for the tokenizer, once for the model's config and once for
-    its weights, and builds gguf's tensor-name map again for every submodule: here each is
-    built once and reused (the same reader of the same read-only file, the same map), which
-    leaves what is loaded unchanged and saves most of the loading time."""
-    import functools
-
-    import gguf
-
-    monkeypatch.setattr(gguf, "GGUFReader", functools.cache(gguf.GGUFReader))
-    monkeypatch.setattr(gguf, "get_tensor_name_map", functools.cache(gguf.get_tensor_name_map))
-
-
-def test_lora_warm_start_and_one_rl_iteration_train_only_the_adapters(smollm2, gguf_read_once, tmp_path):
+def test_lora_warm_start_and_one_rl_iteration_train_only_the_adapters(smollm2, tmp_path):
     config = build_config({
         "env": {"name": "frozenlake", "max_turns": 1},
         "model": {"path": str(smollm2), "lora": {"rank": 8}},
