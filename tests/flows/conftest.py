@@ -3,19 +3,17 @@ kills every process a test started (and their children) even when the test fails
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
+from shared_runs import api_get
 
 
 def free_port() -> int:
@@ -50,16 +48,6 @@ def kill_tree(process: subprocess.Popen | psutil.Process, grace: float = 10.0) -
             pass
     left = [m for m in family if m.is_running() and m.status() != psutil.STATUS_ZOMBIE]
     assert not left, f"processes left behind: {left}"
-
-
-def api_get(url: str) -> tuple[int, dict | None]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as reply:
-            return reply.status, json.loads(reply.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, None
-    except OSError:
-        return 0, None
 
 
 @dataclass
