@@ -115,12 +115,22 @@ class Study:
     runs: pd.DataFrame
     metrics: pd.DataFrame
     rollouts: pd.DataFrame | None = None  # the stored first-turn samples, when read
+    # the runs that stopped themselves before their last step (a stop rule fired): their
+    # labels with ``last_step`` and ``reason``, and their metrics; kept apart from ``runs``
+    # and ``metrics`` so that no endpoint or pairing takes a shorter run for a finished one
+    stopped: pd.DataFrame | None = None
+    stopped_metrics: pd.DataFrame | None = None
 
     def of(self, experiment: str) -> "Study":
         """Only the runs (and their metrics and rollouts) of registry experiment ``experiment``."""
         runs = self.runs[self.runs["experiment"] == experiment].reset_index(drop=True)
         rollouts = None if self.rollouts is None else self.rollouts[self.rollouts["run_id"].isin(runs["run_id"])]
-        return Study(runs, self.metrics[self.metrics["run_id"].isin(runs["run_id"])], rollouts)
+        stopped = stopped_metrics = None
+        if self.stopped is not None:
+            stopped = self.stopped[self.stopped["experiment"] == experiment].reset_index(drop=True)
+            stopped_metrics = self.stopped_metrics[self.stopped_metrics["run_id"].isin(stopped["run_id"])]
+        return Study(runs, self.metrics[self.metrics["run_id"].isin(runs["run_id"])], rollouts,
+                     stopped, stopped_metrics)
 
     def series(self, name: str) -> pd.DataFrame:
         """``name`` per run and step, joined with the run labels."""
@@ -135,14 +145,24 @@ def read_study(results: Path) -> Study:
     labels = pd.DataFrame([run_labels(json.loads(c)) for c in runs["config"]])
     labels.insert(0, "run_id", runs["run_id"].to_numpy())
     labels.insert(1, "experiment", runs["experiment"].to_numpy())
+    finished = (runs["status"] == "finished").to_numpy()
+    stopped = stopped_metrics = None
+    if not finished.all():  # the export keeps finished runs and those a stop rule ended
+        stopped = labels[~finished].assign(last_step=runs["last_step"].to_numpy()[~finished],
+                                           reason=runs["error"].to_numpy()[~finished])
+        stopped_metrics = metrics[metrics["run_id"].isin(stopped["run_id"])].dropna(subset=["value"])
+        labels = labels[finished].reset_index(drop=True)
+        metrics = metrics[metrics["run_id"].isin(labels["run_id"])]
     rollouts = (pd.read_parquet(results / "rollouts.parquet",
                                 columns=["run_id", "step", "prompt_index", "sample_index", "turn",
                                          "reasoning", "action"])
                 if (results / "rollouts.parquet").exists() else None)
+    if rollouts is not None:
+        rollouts = rollouts[rollouts["run_id"].isin(labels["run_id"])]
     if (results / "groups.parquet").exists():
         metrics = with_reward_variance(metrics, pd.read_parquet(
             results / "groups.parquet", columns=["run_id", "step", "reward_variance"]))
-    return Study(labels, metrics.dropna(subset=["value"]), rollouts)
+    return Study(labels, metrics.dropna(subset=["value"]), rollouts, stopped, stopped_metrics)
 
 
 VARIANCE_MEAN, VARIANCE_STD = "reward/variance_mean", "reward/variance_std"
@@ -173,8 +193,12 @@ def read_with_visual(results: Path) -> Study:
     visual = read_study(beside)
     rollouts = (None if study.rollouts is None or visual.rollouts is None
                 else pd.concat([study.rollouts, visual.rollouts], ignore_index=True))
+    stopped = [part for part in (study.stopped, visual.stopped) if part is not None]
+    stopped_metrics = [part for part in (study.stopped_metrics, visual.stopped_metrics) if part is not None]
     return Study(pd.concat([study.runs, visual.runs], ignore_index=True),
-                 pd.concat([study.metrics, visual.metrics], ignore_index=True), rollouts)
+                 pd.concat([study.metrics, visual.metrics], ignore_index=True), rollouts,
+                 pd.concat(stopped, ignore_index=True) if stopped else None,
+                 pd.concat(stopped_metrics, ignore_index=True) if stopped_metrics else None)
 
 
 def run_labels(config: dict) -> dict:

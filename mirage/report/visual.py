@@ -73,6 +73,16 @@ def visual_study(everything: Study) -> list[Finding]:
                               "(a 0-1 success here)", markdown_table(pd.DataFrame(rows))))
     finding.evidence.append(_against_paper(finding.checks))
     finding.tables.append(("Endpoints per run (mean of the last checks)", markdown_table(_endpoints(study, runs))))
+    if study.stopped is not None and not study.stopped.empty:
+        stopped = _stopped(study)
+        finding.evidence.append(
+            f"{len(stopped)} run(s) stopped themselves before their last iteration and are left out of "
+            "every paired difference and endpoint above (a shorter run is not a finished one): "
+            + "; ".join(f"{row.env} {row.observation} {row.arm} seed {row.seed} at step {row.step}"
+                        for row in stopped.itertuples()) + " (table below).")
+        finding.tables.append(("Runs that stopped themselves (a stop rule fired; not interrupted): the "
+                               "step, the rule, and the last validation before the stop",
+                               markdown_table(stopped)))
     labels = ["env", "observation", "arm"]
     finding.tables.append((regime.signature_caption(),
                            markdown_table(regime.signature_table(study, runs, labels))))
@@ -132,3 +142,21 @@ def _endpoints(study: Study, runs: pd.DataFrame) -> pd.DataFrame:
                           "success": success.get(run.run_id, float("nan")),
                           "first-turn retrieval": retrieval.get(run.run_id, float("nan"))}
                          for run in ordered.itertuples()])
+
+
+def _stopped(study: Study) -> pd.DataFrame:
+    """The self-stopped runs: labels, the step they stopped at, why, and their last
+    validated success and first-turn retrieval (with the step of that check)."""
+    rows = []
+    for run in study.stopped.assign(arm=[arm(r) for r in study.stopped.itertuples()]).sort_values(
+            ["env", "observation", "arm", "seed"]).itertuples():
+        own = study.stopped_metrics[study.stopped_metrics["run_id"] == run.run_id]
+        last = {}
+        for name in (SUCCESS, RETRIEVAL):
+            checks = own[own["name"] == name].sort_values("step")
+            last[name] = (checks["value"].iloc[-1], int(checks["step"].iloc[-1])) if len(checks) else (float("nan"), -1)
+        rows.append({"env": run.env, "observation": run.observation, "arm": run.arm, "seed": run.seed,
+                     "step": int(run.last_step), "rule": str(run.reason).split(": ", 1)[-1],
+                     "last success": last[SUCCESS][0], "at step": last[SUCCESS][1],
+                     "last first-turn retrieval": last[RETRIEVAL][0]})
+    return pd.DataFrame(rows)

@@ -283,15 +283,19 @@ class RunStore(StoreFile):
     def import_runs(self, source: str | os.PathLike[str], *, experiment: str | None = None) -> list[str]:
         """Copy every run of another store file (a sweep cell's own DuckDB file) that is
         not here yet, with all its rows, in one transaction; return the copied run ids.
-        With ``experiment``, only that experiment's finished runs.
+        With ``experiment``, only that experiment's finished runs and the runs that stopped
+        themselves (status ``stopped`` with a ``stopped`` event: a stop rule fired, e.g. the
+        filter kept nothing too long), which are outcomes of a study; an interrupted run
+        (status ``stopped``, no such event) is not one.
 
         This is how sweeps load results: cells write their own files and one process
         (the only writer of this file) imports them, so no cell ever opens this file."""
         with self._tx() as con:
             con.execute("ATTACH ? AS cell (READ_ONLY)", [str(source)])
             try:
-                chosen = ("" if experiment is None
-                          else " WHERE experiment = $experiment AND status = 'finished'")
+                chosen = ("" if experiment is None else
+                          " WHERE experiment = $experiment AND (status = 'finished' OR (status = "
+                          "'stopped' AND run_id IN (SELECT run_id FROM cell.events WHERE kind = 'stopped')))")
                 have = {r[0] for r in con.execute(
                     "SELECT run_id FROM cell.runs" + chosen,
                     {} if experiment is None else {"experiment": experiment}).fetchall()}
