@@ -19,6 +19,8 @@ from mirage.report.names import RETRIEVAL
 from mirage.report.results import VARIANCE_MEAN, VARIANCE_STD, Study
 
 TRAIN_SUCCESS = "train/success"  # every step, on the rollouts reward variance is read from
+GRAD_NORM = "update/grad_norm"  # before clipping: above max_grad_norm, clipping fixed the step's size
+CLIPPED = "clipped updates"
 BLOCK = 5  # steps per reading: the MI checks' cadence (diagnostics.every)
 DROP = 0.2  # a reading below (1 - DROP) x the start's counts as fallen
 ORDER = "RV before MI before success"
@@ -44,7 +46,9 @@ def rule() -> str:
             f"+ ||g_entropy|| + ||g_kl||) per reward-std bucket q1 (lowest) .. q6 and all, averaged over "
             f"every gradient check of the run (bucket checks without a task gradient left out), "
             f"\"{NOT_STORED}\" where the run did not log the decomposition (it needs `grad` among "
-            f"`diagnostics.names` and `diagnostics.options.grad.every: {BLOCK}` to sit at every MI check)")
+            f"`diagnostics.names`; `diagnostics.options.grad.every: {BLOCK}` puts a check at every MI "
+            f"check); {CLIPPED} is the share of the run's updates whose gradient norm before clipping "
+            f"exceeded `algorithm.max_grad_norm` (there clipping, not the gradient, set the step's size)")
 
 
 def readings(series: pd.DataFrame, per_step: bool) -> pd.Series:
@@ -123,7 +127,13 @@ def preconditions(study: Study, run) -> dict:
         **{FELL[name]: "never" if step is None else step for name, step in onsets.items()},
         ORDER: order(onsets),
         "regulariser share of the gradient": _shares(study, run),
+        CLIPPED: _clipped(rows[rows["name"] == GRAD_NORM]["value"], run.max_grad_norm),
     }
+
+
+def _clipped(norms: pd.Series, limit: float) -> str:
+    """The share of updates whose pre-clipping gradient norm exceeded ``limit``."""
+    return NOT_STORED if norms.empty else f"{(norms > limit).mean():.2f} of {len(norms)}"
 
 
 def caption() -> str:

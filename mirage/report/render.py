@@ -17,9 +17,9 @@ from mirage.report import collapse, conventions, induced, preconditions, regime,
 from mirage.report.findings import FINDINGS, Finding, adjust_families, provoked_collapse
 from mirage.report.names import SUCCESS
 from mirage.report.paired import CONFIDENCE, POWER, detectable_factor, sd_range
-from mirage.report.results import (CALIBRATION, GRADIENTS, POWERED, STUDY, TEMPLATE_CALIBRATION,
-                                   TEMPLATE_CALIBRATION_KL, TEMPLATE_CALIBRATION_LR, Study,
-                                   findings_experiment, read_with_visual)
+from mirage.report.results import (CALIBRATION, GRADIENTS, MECHANISM_CALIBRATION, POWERED, STUDY,
+                                   TEMPLATE_CALIBRATION, TEMPLATE_CALIBRATION_KL, TEMPLATE_CALIBRATION_LR,
+                                   Study, findings_experiment, read_with_visual)
 from mirage.report.summary import LAST_CHECKS, markdown_table
 from mirage.report.verdicts import ALPHA, GATE_FAILED
 
@@ -76,6 +76,8 @@ CALIBRATIONS = {  # experiment -> its section's title
                               f"`{TEMPLATE_CALIBRATION_LR}`)"),
     TEMPLATE_CALIBRATION_KL: ("Looking for template collapse: the templated reference pulled harder "
                               f"(experiment `{TEMPLATE_CALIBRATION_KL}`)"),
+    MECHANISM_CALIBRATION: ("Looking for the paper's causal chain on pictures, with no templated anchor "
+                            f"(experiment `{MECHANISM_CALIBRATION}`)"),
 }
 
 

@@ -35,6 +35,12 @@ TEMPLATE_CALIBRATION_KL = "template_calibration_kl"
 GRADIENTS = "collapse_gradients"
 TEMPLATE = "template_collapse"
 VISUAL = "visual"  # issue #42: exported to its own folder beside the study's (results/visual)
+# issue #43: the search for a regime where the paper's causal chain can act, and the study
+# in it, exported together to results/mechanism
+MECHANISM_CALIBRATION = "mechanism_calibration"
+MECHANISM = "mechanism"
+# the folders beside results/reproduction read with it, each holding its experiments
+BESIDE = {VISUAL: (VISUAL,), MECHANISM: (MECHANISM_CALIBRATION, MECHANISM)}
 # the registry experiments `core report` reads; --from-store exports those present
 STUDY_EXPERIMENTS = (POWERED, STUDY, COLLAPSE, CALIBRATION, TEMPLATE_CALIBRATION,
                      TEMPLATE_CALIBRATION_LR, TEMPLATE_CALIBRATION_KL, GRADIENTS, TEMPLATE)
@@ -184,19 +190,23 @@ def with_reward_variance(metrics: pd.DataFrame, groups: pd.DataFrame) -> pd.Data
 
 
 def read_with_visual(results: Path) -> Study:
-    """``results`` with the visual study's runs added where its folder sits beside it
-    (``results/visual`` next to ``results/reproduction``)."""
+    """``results`` with the runs of the later studies added where their folders sit beside
+    it (``results/visual`` and ``results/mechanism`` next to ``results/reproduction``)."""
     study = read_study(results)
-    beside = results.parent / VISUAL
-    if beside.resolve() == results.resolve() or not (beside / "runs.parquet").exists():
-        return study
-    visual = read_study(beside)
-    rollouts = (None if study.rollouts is None or visual.rollouts is None
-                else pd.concat([study.rollouts, visual.rollouts], ignore_index=True))
-    stopped = [part for part in (study.stopped, visual.stopped) if part is not None]
-    stopped_metrics = [part for part in (study.stopped_metrics, visual.stopped_metrics) if part is not None]
-    return Study(pd.concat([study.runs, visual.runs], ignore_index=True),
-                 pd.concat([study.metrics, visual.metrics], ignore_index=True), rollouts,
+    for folder in BESIDE:
+        beside = results.parent / folder
+        if beside.resolve() != results.resolve() and (beside / "runs.parquet").exists():
+            study = _joined(study, read_study(beside))
+    return study
+
+
+def _joined(study: Study, other: Study) -> Study:
+    rollouts = (None if study.rollouts is None or other.rollouts is None
+                else pd.concat([study.rollouts, other.rollouts], ignore_index=True))
+    stopped = [part for part in (study.stopped, other.stopped) if part is not None]
+    stopped_metrics = [part for part in (study.stopped_metrics, other.stopped_metrics) if part is not None]
+    return Study(pd.concat([study.runs, other.runs], ignore_index=True),
+                 pd.concat([study.metrics, other.metrics], ignore_index=True), rollouts,
                  pd.concat(stopped, ignore_index=True) if stopped else None,
                  pd.concat(stopped_metrics, ignore_index=True) if stopped_metrics else None)
 
@@ -224,6 +234,7 @@ def run_labels(config: dict) -> dict:
         "lr": algo["lr"],
         "entropy_coef": algo["entropy_coef"],
         "kl_coef": algo.get("kl_coef", 0.0),
+        "max_grad_norm": algo.get("max_grad_norm", AlgorithmConfig.model_fields["max_grad_norm"].default),
         "algorithm": algo["name"],
         # the KL reference: the starting policy, or one fine-tuned on other demonstrations
         "reference": ", ".join(f"{key}={value}" for key, value in sorted(

@@ -38,6 +38,8 @@ def _run(run_id: str, rv_from: int | None, mi_from: int | None, success_from: in
                  (run_id, step, ZERO_VARIANCE, 2.0 if step <= 30 else 6.0),
                  (run_id, step, MIXED, 0.5),
                  (run_id, step, preconditions.TRAIN_SUCCESS, level(0.8, success_from, step))]
+        if grad and step >= 1:  # clipping fires on every 4th update (norm 1.5 against max 1.0)
+            rows.append((run_id, step, preconditions.GRAD_NORM, 1.5 if step % 4 == 0 else 0.5))
         if step in (0, 1) or step % 5 == 0:
             rows.append((run_id, step, RETRIEVAL, level(0.9, mi_from, step)))
         if grad and step % 20 == 0:  # the regulariser is 3 of 4 in q1, 1 of 4 in q6
@@ -49,7 +51,8 @@ def _run(run_id: str, rv_from: int | None, mi_from: int | None, success_from: in
 
 
 def _study(*runs: tuple[str, list[tuple]]) -> Study:
-    labels = pd.DataFrame([{"run_id": run_id, "experiment": "e", "filter": "none", "seed": seed, "prompts": 8}
+    labels = pd.DataFrame([{"run_id": run_id, "experiment": "e", "filter": "none", "seed": seed, "prompts": 8,
+                            "max_grad_norm": 1.0}
                            for seed, (run_id, _) in enumerate(runs)])
     rows = [row for _, metric_rows in runs for row in metric_rows]
     return Study(labels, pd.DataFrame(rows, columns=["run_id", "step", "name", "value"]))
@@ -66,6 +69,7 @@ def test_reward_variance_falls_before_mi_before_success():
     assert row["mixed share"] == "0.50 -> 0.50"
     assert row["RV mean"] == "3.00 -> 2.00" and row["RV std"] == "1.00 -> 1.00"  # steps 1-5 at 4, 6-10 at 2
     assert row["regulariser share of the gradient"] == "q1 0.75, q6 0.25, all 0.50 (4 checks, steps 0-60)"
+    assert row[preconditions.CLIPPED] == "0.25 of 60"
 
 
 def test_a_signal_that_never_falls_makes_the_order_not_applicable():
@@ -75,6 +79,7 @@ def test_a_signal_that_never_falls_makes_the_order_not_applicable():
     assert table.loc[0, "RV fell at"] == "never" and table.loc[0, "success fell at"] == "never"
     assert table.loc[0, preconditions.ORDER] == "n/a (reward variance, success never fell)"
     assert table.loc[0, "regulariser share of the gradient"] == preconditions.NOT_STORED
+    assert table.loc[0, preconditions.CLIPPED] == preconditions.NOT_STORED
     assert table.loc[1, preconditions.ORDER] == "no"  # MI (10) fell before reward variance (30)
 
 
