@@ -9,6 +9,7 @@ every check of its registry experiment (one family per experiment), give its ver
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -234,7 +235,7 @@ CORRELATED = {
 }
 
 
-def spearman(study: Study, figure_dir: Path) -> Finding:
+def spearman(study: Study, figure_dir: Path, figure: str = "finding4_spearman.png") -> Finding:
     finding = Finding("4", "Which diagnostic predicts final success",
                       "Over runs, trajectory MI-ZScore correlates with final performance "
                       "(Spearman +0.39) while entropy metrics do not (-0.11 to -0.14) (finding 4).")
@@ -279,8 +280,29 @@ def spearman(study: Study, figure_dir: Path) -> Finding:
                               "run's success endpoint at t=0.5, within each environment and pooled; "
                               + scale, markdown_table(table)))
     if not table.empty:
-        finding.figure = figures.correlation_bars(table, figure_dir / "finding4_spearman.png")
+        finding.figure = figures.correlation_bars(table, figure_dir / figure)
     return finding
+
+
+MIN_SPEARMAN_RUNS = 6  # a later study's finding 4 needs at least this many finished runs
+
+
+def spearman_on_both_scales(everything: Study, experiments: Sequence[str], figure_dir: Path) -> list[Finding]:
+    """Finding 4 measured again on each of ``experiments`` (studies run since #46) whose
+    runs carry both per-token MI scales, as the paper's table is on the reference code's;
+    none for an experiment with fewer than MIN_SPEARMAN_RUNS finished runs."""
+    found = []
+    for name in experiments:
+        study = everything.of(name)
+        if len(study.runs) < MIN_SPEARMAN_RUNS or not conventions.carries_both_scales(study):
+            continue
+        finding = spearman(study, figure_dir, f"finding4_spearman_{name}.png")
+        finding.key = f"4 on `{name}`"
+        finding.title += ", on both MI scales"
+        finding.evidence.insert(0, f"Measured on the {len(study.runs)} finished runs of `{name}`, whose runs "
+                                   "log MI-Est and MI-ZScore on both per-token scales (docs/conventions.md).")
+        found.append(finding)
+    return found
 
 
 def stochasticity(study: Study, figure_dir: Path) -> Finding:

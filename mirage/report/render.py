@@ -14,12 +14,13 @@ import yaml
 
 from mirage.core.analysis import signature as sig
 from mirage.report import collapse, conventions, induced, preconditions, regime, sustained, template, visual
-from mirage.report.findings import FINDINGS, Finding, adjust_families, provoked_collapse
+from mirage.report.findings import (FINDINGS, Finding, adjust_families, provoked_collapse,
+                                    spearman_on_both_scales)
 from mirage.report.names import SUCCESS
 from mirage.report.paired import CONFIDENCE, POWER, detectable_factor, sd_range
-from mirage.report.results import (CALIBRATION, GRADIENTS, MECHANISM_CALIBRATION, POWERED, STUDY,
-                                   TEMPLATE_CALIBRATION, TEMPLATE_CALIBRATION_KL, TEMPLATE_CALIBRATION_LR,
-                                   Study, findings_experiment, read_with_visual)
+from mirage.report.results import (CALIBRATION, GRADIENTS, MECHANISM, MECHANISM_CALIBRATION, POWERED,
+                                   STUDY, TEMPLATE_CALIBRATION, TEMPLATE_CALIBRATION_KL,
+                                   TEMPLATE_CALIBRATION_LR, Study, findings_experiment, read_with_visual)
 from mirage.report.summary import LAST_CHECKS, markdown_table
 from mirage.report.verdicts import ALPHA, GATE_FAILED
 
@@ -34,7 +35,8 @@ def build_report(results: Path, out: Path, figure_dir: Path, notes: Path | None 
                 if len(study.runs) else [])
     collapse_finding = collapse.collapse_study(everything, figure_dir)
     later = (([collapse_finding] if collapse_finding else []) + template.template_study(everything, figure_dir)
-             + visual.visual_study(everything))
+             + visual.visual_study(everything)
+             + spearman_on_both_scales(everything, (MECHANISM, MECHANISM_CALIBRATION), figure_dir))
     adjust_families(findings + later)  # one Holm family per registry experiment
     readings = yaml.safe_load(notes.read_text()) if notes and notes.exists() else {}
     readings = {str(key): text for key, text in (readings or {}).items()}
