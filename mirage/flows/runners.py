@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import Literal
 
 from mirage.core.parallel.local_ray import LOCAL_RAY
@@ -55,3 +57,29 @@ def check_width(width: int) -> None:
 
     if not 1 <= width <= MAX_WIDTH:
         raise ConfigError(f"--width {width}: cells at once must be in 1..{MAX_WIDTH}")
+
+
+@contextlib.contextmanager
+def shared_api_server() -> Iterator[None]:
+    """While entered, the flow's task runs carry the address of the flow's own Prefect API
+    server, so the pool's worker processes report to it instead of each starting one.
+
+    Without ``PREFECT_API_URL`` Prefect runs a flow against a temporary server it starts in
+    a subprocess, and a process-pool worker, which inherits the flow's settings rather than
+    its server, started a temporary server of its own before its first cell: three servers
+    for a sweep of width 2, each a few seconds of start-up and a couple of hundred MB.
+    Nothing changes when ``PREFECT_API_URL`` names a server (every process already uses
+    it) or when no temporary server runs here."""
+    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+
+    if get_current_settings().api.url:
+        yield
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()  # Prefect's one temporary server of this process
+    if not server.running:
+        yield
+        return
+    with temporary_settings({PREFECT_API_URL: server.api_url}):
+        yield

@@ -25,7 +25,7 @@ from mirage.core.errors import ConfigError
 from mirage.core.store.run_store import RunStore, default_db_path, new_run_id
 from mirage.flows.cells import CellSpec, cell_root, check_cell_workers, plan_cells
 from mirage.flows.load import completed_runs, load_cell, pending_cell, ran_before, reused_cell
-from mirage.flows.runners import Runner, check_width, make_task_runner
+from mirage.flows.runners import Runner, check_width, make_task_runner, shared_api_server
 from mirage.flows.summary import first_failure, progress_line, render, verdict
 from mirage.flows.sweep_store import SweepStore
 from mirage.flows.task import run_cell
@@ -46,7 +46,7 @@ def run_cells(task_runner: Any, specs: list[CellSpec], root: Path, store: RunSto
     than fixed on the flow); load each into ``store`` as it ends, record it in ``sweeps``
     and print a progress line. The lines are this flow run's logs, which `--watch` prints. ``rows``: every
     cell's summary row by config hash (pending ones included), for the counts."""
-    with task_runner:
+    with shared_api_server(), task_runner:
         futures = [
             task_runner.submit(run_cell.with_options(task_run_name=f"{spec.cell} seed={spec.seed}"),
                                {"spec": spec, "root": str(root), **(cell_options or {})})
