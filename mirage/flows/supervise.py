@@ -1,9 +1,9 @@
 """A sweep owns its processes: ``core sweep`` runs the flow in a child process group and
 ends that whole group however it itself ends.
 
-The flow starts many processes: Prefect API servers (one per process that talks to
-Prefect without ``PREFECT_API_URL``), the pool's workers and multiprocessing's resource
-tracker. They all stay in the child's process group (none starts a session of its own),
+The flow starts many processes: a temporary Prefect API server (without
+``PREFECT_API_URL``; the pool's workers report to it, mirage/flows/runners.py), the pool's
+workers and multiprocessing's resource tracker. They all stay in the child's process group (none starts a session of its own),
 so one ``killpg`` ends them. Three ways the supervisor can end:
 
 - it returns (the flow finished or failed): the group is killed to take any straggler;

@@ -78,8 +78,8 @@ def test_a_killed_sweep_leaves_no_process_and_no_half_written_cell(tmp_path, cli
         cli_argv("sweep", "long", "--preset", "tiny", "--set", "steps=400", "--width", "2",
                  "--db", db, "--registry", registry),
         stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-        # Each pool worker starts its own temporary Prefect server; on a loaded machine
-        # the default 20 s for it to answer is not enough.
+        # The flow starts a temporary Prefect server (its pool workers report to it); on a
+        # loaded machine the default 20 s for it to answer is not enough.
         env={**os.environ, "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180"},
         start_new_session=True,  # the test's own group: cleanup below cannot hit pytest
     )
