@@ -152,3 +152,50 @@ def check_cross_scoring(model, atol: float) -> None:
     assert logprobs.shape == (6, 4)
     assert torch.allclose(logprobs, want_logprobs, atol=atol, rtol=0)
     assert torch.allclose(entropy, want_entropy, atol=atol, rtol=0)
+
+
+# ------------------------------------------------------------------ the inverse-CDF draw
+# (what the local backend's bfloat16 sampling copy draws with: its samples cannot be
+# model.generate's anyway, and one uniform per row is cheaper than one exponential per token)
+
+def test_inverse_cdf_picks_the_token_whose_cumulative_probability_passes_the_draw() -> None:
+    probs = torch.tensor([[0.25, 0.0, 0.5, 0.25]]).expand(6, -1)
+    uniform = torch.tensor([[0.0], [0.2499], [0.25], [0.7499], [0.75], [1 - 1e-17]], dtype=torch.float64)
+    assert decode._inverse_cdf(probs, uniform).tolist() == [0, 0, 2, 2, 3, 3]
+    last_zero = torch.tensor([[0.5, 0.5, 0.0]])  # a draw at the very top never lands on it
+    assert decode._inverse_cdf(last_zero, torch.tensor([[1.0]], dtype=torch.float64)).tolist() == [1]
+
+
+def test_inverse_cdf_draws_each_token_with_its_probability() -> None:
+    probs = torch.softmax(torch.tensor([2.0, 0.0, -1.0, 1.0, -30.0]), 0)
+    draws = 200_000
+    generator = torch.Generator().manual_seed(0)
+    uniform = torch.rand(draws, 1, dtype=torch.float64, generator=generator)
+    counts = torch.bincount(decode._inverse_cdf(probs.expand(draws, -1), uniform), minlength=5)
+    share = counts.double() / draws
+    spread = (probs.double() * (1 - probs.double()) / draws).sqrt()
+    assert torch.all((share - probs.double()).abs() <= 5 * spread + 1e-12)
+
+
+@pytest.mark.parametrize("case", ["sampled", "warped"])
+def test_inverse_cdf_rows_sample_the_same_whatever_else_is_in_the_batch(case: str) -> None:
+    model = tiny_qwen(0)
+    contexts = grouped_contexts(1, prompts=3, group=2)
+    seeds = [11, 22, 33, 44, 55, 66]
+    sampling = dict(CASES[case], draw="inverse_cdf")
+    together = lean(model, contexts, seeds=seeds, **sampling)
+    assert len({len(row) for row in together}) > 1  # rows stopped at different steps
+    assert lean(model, [contexts[4], contexts[1]], seeds=[seeds[4], seeds[1]], **sampling) == [together[4],
+                                                                                                together[1]]
+    torch.manual_seed(3)
+    assert lean(model, contexts, **sampling) != together  # the global generator's draws are others
+
+
+def test_a_bfloat16_model_decodes_on_the_cpu_with_float32_attention() -> None:
+    model = tiny_qwen(0)
+    for parameter in model.parameters():
+        parameter.data = parameter.data.to(torch.bfloat16)
+    contexts = grouped_contexts(1, prompts=3, group=2)
+    torch.manual_seed(5)
+    rows = lean(model, contexts, **dict(CASES["sampled"], draw="inverse_cdf"))
+    assert all(rows) and all(0 <= token < VOCAB for row in rows for token in row)

@@ -146,12 +146,14 @@ def logits(model, hidden: torch.Tensor) -> torch.Tensor:
     return model.lm_head(model.model.norm(hidden)).float()
 
 
-def zeros(model, rows: int, length: int) -> list[torch.Tensor]:
+def zeros(model, rows: int, length: int, dtype: torch.dtype | None = None) -> list[torch.Tensor]:
+    """Per layer ``[rows, kv_heads, length, head_dim]`` zeros in ``dtype`` (the model's if None)."""
     config = model.config
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     shape = (rows, config.num_key_value_heads, length, head_dim)
     # zeros, not empty: a masked slot still meets a zero weight, and 0 * NaN garbage is NaN
-    return [torch.zeros(shape, dtype=model.dtype, device=model.device) for _ in range(config.num_hidden_layers)]
+    return [torch.zeros(shape, dtype=dtype or model.dtype, device=model.device)
+            for _ in range(config.num_hidden_layers)]
 
 
 def prefill(model, prompts: list[list[int]], embed=None):
