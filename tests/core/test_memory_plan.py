@@ -121,6 +121,16 @@ def test_gradient_checkpointing_keeps_each_layers_input_only():
         component(estimate(deep, s), "activations") / 2
 
 
+def test_a_bfloat16_sampling_copy_costs_2_bytes_a_parameter_in_every_phase():
+    s = Settings(micro_batch=4, rollout_rows=8, context_tokens=20, response_tokens=12)
+    plain, sampled = estimate(SMALL, s), estimate(SMALL, replace(s, sampling_copy=True))
+    assert "sampling copy" not in {c.name for c in plain.components}
+    assert component(sampled, "sampling copy") == 2 * SMALL.parameters()
+    assert sampled.peak == plain.peak + 2 * SMALL.parameters()
+    config = build_config({"model": {"options": {"sampling_weights": "bfloat16"}}})
+    assert run_plan(config, build_plugins().registries).settings.sampling_copy
+
+
 def test_what_would_fit_names_only_settings_that_bring_it_under():
     shape, s = QWEN25["0.5B"], Settings(context_tokens=216, response_tokens=40, dtype="bfloat16")
     limit = 80e9

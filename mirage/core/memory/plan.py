@@ -76,6 +76,7 @@ class Settings:
     lora: Lora | None = None
     ranks: int = 1  # processes the update is sharded over (model.parallel fsdp)
     fsdp: bool = False
+    sampling_copy: bool = False  # the local backend's sampling_weights: bfloat16 (a bfloat16 copy)
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,8 @@ def estimate(shape: ModelShape, settings: Settings) -> Plan:
     scored = min(score_rows(sequence, shape.vocab), s.rollout_rows)
     logits = scored * (sequence * (1.5 if compute == 2 else 1) + SCORE_PER_RESPONSE_TOKEN * s.response_tokens)
     parts.append(Component("scoring logits", logits * shape.vocab * 4, "score", f"chunks of {scored} rows"))
+    if s.sampling_copy:
+        parts.append(Component("sampling copy", 2 * params, "all", "bfloat16 weights rollouts sample from"))
     kv = s.rollout_rows * sequence * shape.layers * 2 * shape.kv_width * compute
     parts.append(Component("kv cache", kv, "rollout", f"{s.rollout_rows} x {sequence} tokens"))
     parts.append(Component("rollout logits", s.rollout_rows * shape.vocab * 4 * 3, "rollout",

@@ -56,7 +56,8 @@ def settings_of(config: RunConfig, registries: Registries, *, ranks: int = 1,
         dtype=config.model.dtype,
         reference=config.algorithm.kl_coef > 0 or bool(getattr(options, "reference_env_options", None)),
         critic=critic, gradient_checkpointing=bool(getattr(options, "gradient_checkpointing", False)),
-        lora=lora_of(config.model), ranks=ranks, fsdp=config.model.parallel == "fsdp")
+        lora=lora_of(config.model), ranks=ranks, fsdp=config.model.parallel == "fsdp",
+        sampling_copy=getattr(options, "sampling_weights", "policy") == "bfloat16")
     return settings, options
 
 

@@ -21,6 +21,7 @@ from mirage.core.rl.score_chunks import score_rows
 from mirage.plugins.backend_local import model as model_lib
 from mirage.plugins.backend_local.critic import AdapterValueModel, ValueModel
 from mirage.plugins.backend_local.options import LocalOptions
+from mirage.plugins.backend_local.sampler import SamplingCopy
 from mirage.plugins.backend_local.warmstart import warm_start
 
 
@@ -49,6 +50,8 @@ class LocalBackend(Backend):
         self._optimizer_to_save: dict | None = None  # fsdp: the shards' optimizer, gathered for a checkpoint
         self.adapters: lora.Adapters | None = None  # model.lora: the policy's adapters (lora.py)
         self._base_reference = False  # model.lora: the reference is the base, adapters disabled
+        self.weights_version = 0  # bumped by every change to the policy's weights
+        self.sampling_copy: SamplingCopy | None = None  # sampling_weights: bfloat16 (sampler.py)
 
     # ------------------------------------------------------------------ setup
     @classmethod
@@ -116,6 +119,8 @@ class LocalBackend(Backend):
         facts["decoder"] = self.decoder()
         if self.options.decoder == "lean" and facts["decoder"] != "lean":
             facts["decoder_fallback"] = decode.unsupported(self.model)
+        if self.options.sampling_weights != "policy":
+            facts["sampling_weights"] = self.options.sampling_weights
         return facts
 
     def encode(self, text: str) -> list[int]:
@@ -152,15 +157,20 @@ class LocalBackend(Backend):
     # ------------------------------------------------------------------ generation
     @torch.no_grad()
     def generate(self, contexts, *, temperature, greedy, max_new_tokens, top_p=1.0, min_p=0.0, seeds=None):
-        self.model.eval()
+        model = self.sampling_model()
+        model.eval()
         pad, eos = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
         with self.compute():
             if self.decoder() == "lean":
-                out = decode.generate(self.model, contexts, eos=eos, temperature=temperature, greedy=greedy,
-                                      max_new_tokens=max_new_tokens, top_p=top_p, min_p=min_p, seeds=seeds)
+                # the copy's samples cannot be the policy's generate's anyway: it draws the cheap exact way
+                draw = "exponential" if model is self.model else "inverse_cdf"
+                out = decode.generate(model, contexts, eos=eos, temperature=temperature, greedy=greedy,
+                                      max_new_tokens=max_new_tokens, top_p=top_p, min_p=min_p, seeds=seeds,
+                                      draw=draw)
             else:
                 out = self.generate_plain(contexts, temperature=temperature, greedy=greedy,
-                                          max_new_tokens=max_new_tokens, top_p=top_p, min_p=min_p, seeds=seeds)
+                                          max_new_tokens=max_new_tokens, top_p=top_p, min_p=min_p, seeds=seeds,
+                                          model=model)
         responses = []
         for row in out:
             if eos in row:  # keep the end token: the policy must learn to stop
@@ -174,17 +184,43 @@ class LocalBackend(Backend):
             return "lean"
         return "generate"
 
+    def sampling_model(self) -> torch.nn.Module:
+        """The model :meth:`generate` samples from: the policy, or with ``sampling_weights:
+        bfloat16`` its bfloat16 copy, first brought to the policy's current weights."""
+        if self.options.sampling_weights == "policy":
+            return self.model
+        self.sync_weights()
+        return self.sampling_copy.model
+
+    def sync_weights(self) -> None:
+        """With ``sampling_weights: bfloat16``: the copy gets the policy's weights (merged,
+        cast) when they changed since its last refresh (made at the first call)."""
+        if self.options.sampling_weights == "policy":
+            return
+        if self.sampling_copy is None:
+            self.sampling_copy = SamplingCopy(self.model, self.device)
+        if self.sampling_copy.version != self.weights_version:
+            self.sampling_copy.refresh(self.merged_weights(), self.weights_version)
+
+    def weights_changed(self) -> None:
+        """Say that the policy's weights changed outside :meth:`optimizer_step`,
+        :meth:`train_step` and :meth:`load` (which say it themselves), e.g. a warm start's
+        own optimizer: a separate sampler refreshes its copy before it samples again."""
+        self.weights_version += 1
+
     @torch.no_grad()
-    def generate_plain(self, contexts, *, temperature, greedy, max_new_tokens, top_p=1.0, min_p=0.0, seeds=None):
+    def generate_plain(self, contexts, *, temperature, greedy, max_new_tokens, top_p=1.0, min_p=0.0, seeds=None,
+                       model=None):
         """Token ids from transformers' ``model.generate`` (left-padded batch), padded after
         the end token: the reference the lean loop is tested against. With ``seeds`` (and
         sampling) each row is generated alone after seeding the global generators with its
-        seed, and their state is restored afterwards."""
+        seed, and their state is restored afterwards. ``model``: the policy unless given."""
+        model = self.model if model is None else model
         if seeds is not None and len(seeds) != len(contexts):
             raise ValueError(f"{len(seeds)} seeds for {len(contexts)} contexts")
         if seeds is not None and not greedy:
             sampling = dict(temperature=temperature, greedy=False, max_new_tokens=max_new_tokens, top_p=top_p,
-                            min_p=min_p)
+                            min_p=min_p, model=model)
             # model.generate draws from the global generator of the model's device only:
             # it and the CPU's are forked, so the caller's streams go on where they were.
             cuda = self.device.type == "cuda"
@@ -208,8 +244,8 @@ class LocalBackend(Backend):
         if min_p > 0 and not greedy:
             sampling["min_p"] = min_p
         if self.processor is not None:  # a response never places a picture
-            sampling["suppress_tokens"] = vision.placeholder_ids(self.model, self.processor)
-        return self.model.generate(
+            sampling["suppress_tokens"] = vision.placeholder_ids(model, self.processor)
+        return model.generate(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
             **self.seen(contexts, ids),
@@ -330,6 +366,7 @@ class LocalBackend(Backend):
         return self.config.model.parallel == "fsdp" and self.world.distributed
 
     def train_step(self, rows, recipe) -> dict[str, float]:
+        self.weights_version += 1
         if not self.fsdp():
             return super().train_step(rows, recipe)
         if self.sharded is None:  # here, not in prepare: after every rank took the main rank's weights
@@ -395,6 +432,7 @@ class LocalBackend(Backend):
         return self.critic.parameters()
 
     def optimizer_step(self, max_grad_norm: float) -> float:
+        self.weights_version += 1
         norm = torch.nn.utils.clip_grad_norm_(self.trained(), max_grad_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -469,6 +507,7 @@ class LocalBackend(Backend):
     def load(self, directory: Path) -> None:
         """What :meth:`save` wrote. With LoRA the adapter goes into the base :meth:`prepare`
         made (ConfigError, nothing changed, when the checkpoint's base is another one)."""
+        self.weights_version += 1
         if self.adapters is not None:
             self.adapters.load(directory / "policy")
         else:

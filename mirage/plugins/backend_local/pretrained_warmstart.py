@@ -87,6 +87,7 @@ def finetune(run: RunSession, *, target_format: float, check_every: int, max_ste
         torch.nn.utils.clip_grad_norm_(parameters, 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        backend.weights_changed()  # a separate sampler (bfloat16 copy, vLLM engine) must follow
         loss_value, step = loss.item(), step + 1
         bar.update(1)
         bar.set_postfix(loss=f"{loss_value:.3f}", format=f"{after['format_valid']:.2f}")

@@ -58,8 +58,7 @@ class VLLMBackend(LocalBackend):
         super().__init__(config, options)
         self.engine = None
         self.engine_dir: Path | None = None
-        self.weights_version = 0  # bumped by every change to the trainer's weights
-        self.synced_version = 0  # the version the engine holds
+        self.synced_version = 0  # the weights_version the engine holds (LocalBackend counts changes)
         self.agreement = SamplerAgreement()
 
     @classmethod
@@ -70,6 +69,9 @@ class VLLMBackend(LocalBackend):
     def config_problem(cls, config: RunConfig) -> str | None:
         options = cls.Options(**config.model.options)
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if options.sampling_weights != "policy":
+            return ("model.options.sampling_weights chooses the local backend's sampler; the vllm "
+                    "engine samples in model.dtype (docs/vllm.md)")
         return (super().config_problem(config) or support.vllm_missing()
                 or support.too_few_gpus(options.tensor_parallel_size, gpus=gpus)
                 or support.unsupported_model(config, options, on_gpu=gpus > 0))
@@ -106,19 +108,6 @@ class VLLMBackend(LocalBackend):
                         "tensor_parallel_size": self.options.tensor_parallel_size}
 
     # ------------------------------------------------------------------ weight changes
-    def optimizer_step(self, max_grad_norm: float) -> float:
-        self.weights_version += 1
-        return super().optimizer_step(max_grad_norm)
-
-    def train_step(self, *args, **kwargs):
-        """The training seam, where the backend has one (issue #17): weights change."""
-        self.weights_version += 1
-        return super().train_step(*args, **kwargs)
-
-    def load(self, directory: Path) -> None:
-        super().load(directory)
-        self.weights_version += 1
-
     def sync_weights(self) -> None:
         """This backend's engine gets this backend's weights, when they changed since its
         last sync. ``collective_rpc`` reaches every worker of the engine: with one GPU the
