@@ -299,8 +299,13 @@ def spearman_on_both_scales(everything: Study, experiments: Sequence[str], figur
         finding = spearman(study, figure_dir, f"finding4_spearman_{name}.png")
         finding.key = f"4 on `{name}`"
         finding.title += ", on both MI scales"
-        finding.evidence.insert(0, f"Measured on the {len(study.runs)} finished runs of `{name}`, whose runs "
-                                   "log MI-Est and MI-ZScore on both per-token scales (docs/conventions.md).")
+        seeds = study.runs["seed"].nunique()
+        finding.evidence.insert(0, f"Measured on the {len(study.runs)} finished runs of `{name}` ({seeds} "
+                                   f"seed{'s' if seeds != 1 else ''}), whose runs log MI-Est and MI-ZScore on "
+                                   "both per-token scales (docs/conventions.md)"
+                                   + ("; a calibration's cells differ in their settings, so the correlation "
+                                      "over them mostly ranks its regimes, not runs of one setting"
+                                      if seeds == 1 else "") + ".")
         found.append(finding)
     return found
 

@@ -1,0 +1,9 @@
+COPY events FROM 'results/mechanism/events.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY "groups" FROM 'results/mechanism/groups.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY metrics FROM 'results/mechanism/metrics.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY rollouts FROM 'results/mechanism/rollouts.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY runs FROM 'results/mechanism/runs.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY schema_migrations FROM 'results/mechanism/schema_migrations.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY schema_version FROM 'results/mechanism/schema_version.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY sweeps FROM 'results/mechanism/sweeps.parquet' (FORMAT 'parquet', compression 'zstd');
+COPY sweep_cells FROM 'results/mechanism/sweep_cells.parquet' (FORMAT 'parquet', compression 'zstd');
