@@ -16,28 +16,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
-
-import torch
 
 from mirage.core.run import threads
 from mirage.core.run.loop import run_step
 from mirage.core.run.validate import build_config
 from mirage.plugins.backend_local.options import LocalOptions
-from common import prepared_session  # bench/common.py, beside this script
-
-
-def matmul_rate(shape: tuple[int, int, int], repeats: int = 20) -> float:
-    """FLOP/s of an ``[m, k] x [k, n]`` float32 matmul (median of ``repeats``)."""
-    m, k, n = shape
-    a, b = torch.randn(m, k), torch.randn(k, n)
-    a @ b
-    times = []
-    for _ in range(repeats):
-        mark = time.perf_counter()
-        a @ b
-        times.append(time.perf_counter() - mark)
-    return 2 * m * k * n / statistics.median(times)
+from common import matmul_rate, prepared_session  # bench/common.py, beside this script
 
 
 def main() -> None:
