@@ -21,7 +21,9 @@ so about +-30%): defaults at 1 thread, generate 27.4 and 27.9 tok/s against lean
 the time available. Decoding alone (16 distinct 8-token contexts) is 0.8x: a step of either
 decoder is the same matrix products (about 70% of its time) and the same [16, 49152]
 exponential draw (about 13%); the lean loop gains only the shared prefill of a group's
-prompt. The issue's 3x is not reached on this CPU in float32.
+prompt. The issue's 3x is not reached on this CPU in float32; sampling from a bfloat16
+copy of the weights (``model.options.sampling_weights: bfloat16``) reaches about 3x
+generate's rate (2.6-3.3x, bench/real_model.py, which measures it through the backend).
 """
 
 from __future__ import annotations
