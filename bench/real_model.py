@@ -49,7 +49,10 @@ not finish): 1 thread 30.8 / 48.0 / 67.2 / 85.5 tok/s, the copy **3.09x** genera
 bfloat16 copy samples SmolLM2 at about 3x transformers' generate in float32 (2.6-3.3x over
 the runs, as the load moved) and about 2x the float32 lean loop; the issue's 3x holds in
 two of the five measurements (3.09x and 3.26x, one thread) and is missed by up to 14% in
-the other three.
+the other three. On the idle machine (load 0.8, nothing else running, 19:36 the same
+day), ``--models smollm2 --repeats 3 --update-repeats 0 --threads 1``: 52.0 / 88.5 /
+112.0 / 149.1 tok/s, the copy **2.84x** generate (rounds 2.77x, 2.83x, 3.26x) and 1.86x
+the lean loop: about 3x, not reliably at or above it.
 
 Why not more: a decode step of 16 rows reads every weight once for 16 tokens, so its
 matrix products are bound by memory (the bfloat16 path runs at 3% of the AMX limit; its
