@@ -24,10 +24,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-API_VERSION = "2.4"
+API_VERSION = "2.5"
 GENERATION = int(API_VERSION.split(".")[0])
 """The major version: the constructors and paths today's components are built with."""
-READS = ("1.0", "2.0", "2.1", "2.2", "2.3", "2.4")
+READS = ("1.0", "2.0", "2.1", "2.2", "2.3", "2.4", "2.5")
 """Every plugin API version a plugin may be written for and still load, oldest first."""
 DECLARATION = "MIRAGE_PLUGIN_API"
 
