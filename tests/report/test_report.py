@@ -46,20 +46,21 @@ def test_report_command_renders_every_finding_from_the_committed_results(rendere
     out, figures, stdout = rendered
     text = out.read_text()
     verdicts = re.findall(r"\*\*Verdict: (.+?)\.\*\*", text)
-    # 7 findings, the collapse study, the template-collapse study and its controls, the visual study
-    assert len(verdicts) == 11 and set(verdicts) <= set(FINDING_VERDICTS)
+    # 7 findings, the collapse study, the template-collapse study and its controls, the visual
+    # study, finding 4 again on both MI scales over `mechanism_calibration` (results/mechanism)
+    assert len(verdicts) == 12 and set(verdicts) <= set(FINDING_VERDICTS)
     assert "## How to read the verdicts" in text and "paired by seed" in text
     assert f"last K = {LAST_CHECKS} checks" in text
     assert "## Delayed degeneration, not template collapse (experiment `collapse`)" in text
     assert "## Finding the collapse regime (experiment `collapse_calibration`)" in text
-    assert stdout.count("finding ") == 11
+    assert stdout.count("finding ") == 12
     assert "## Template collapse and top-p (experiment `template_collapse`)" in text
     assert "## Looking for template collapse (experiment `template_calibration`)" in text
     section = text[text.index("## Reasoning regime per run (experiment `reproduction_powered`)"):]
     assert section.count("| diverse 0") >= 1 and sum(line.startswith("| ") for line in
                                                       section.split("\n\n")[2].splitlines()) == 1 + 65  # header + runs
     linked = re.findall(r"!\[[^\]]*\]\(img/reproduction/([^)]+)\)", text)
-    assert len(linked) == 9 and all((figures / name).stat().st_size > 1000 for name in linked)
+    assert len(linked) == 10 and all((figures / name).stat().st_size > 1000 for name in linked)
     committed = read_study(RESULTS)
     assert findings_experiment(committed.runs) == POWERED  # the powered re-run is committed
     study = committed.of(POWERED)
@@ -83,7 +84,7 @@ def _assert_checks_follow_the_holm_rule(text: str) -> None:
     """In every checks table a verdict other than not detected needs Holm p < 0.05, and
     the Holm p is never below the raw p."""
     tables = [block for block in text.split("\n\n") if block.startswith("| check |")]
-    assert len(tables) == 11  # one per finding
+    assert len(tables) == 12  # one per finding
     for table in tables:
         lines = table.splitlines()
         header = _cells(lines[0])
@@ -150,7 +151,7 @@ def test_the_page_reads_regimes_by_the_sustained_rule_everywhere(rendered):
     captions = re.findall(r"\*(Per run: its regime at the endpoint[^*]*)\*", text)
     assert len(captions) >= 3 and all(sustained.rule() in caption for caption in captions)
     families = re.findall(r"Holm-adjusted over every check of experiment `([a-z_]+)` \(one family of (\d+)\)", text)
-    assert len(families) == 11  # one checks table per finding
+    assert len(families) == 12  # one checks table per finding
     sizes = {}
     for experiment, size in families:
         assert sizes.setdefault(experiment, size) == size  # one family, one size per experiment

@@ -11,7 +11,7 @@ import pytest
 
 from mirage.report import visual
 from mirage.report.findings import adjust_families
-from mirage.report.results import VISUAL, read_study, read_with_visual, run_labels
+from mirage.report.results import BESIDE, VISUAL, read_study, read_with_visual, run_labels
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "reproduction"
 
@@ -25,8 +25,10 @@ def section():
 
 def test_the_visual_runs_are_read_beside_the_study():
     alone, both = read_study(RESULTS), read_with_visual(RESULTS)
+    beside = RESULTS.parent
     added = both.runs[both.runs["experiment"] == VISUAL]
-    assert len(added) == len(both.runs) - len(alone.runs) > 0
+    assert len(added) == len(read_study(beside / VISUAL).runs) > 0
+    assert len(both.runs) - len(alone.runs) == sum(len(read_study(beside / folder).runs) for folder in BESIDE)
     assert set(added["observation"]) == {"image", "text"}
 
 
