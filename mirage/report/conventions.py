@@ -8,6 +8,7 @@ of the paper's MI curves and Spearman table). Earlier runs carry the default sca
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import pandas as pd
 
@@ -40,9 +41,10 @@ def carries_both_scales(study: Study) -> bool:
     return bool(study.metrics["name"].isin(list(REFERENCE_SCALE)).any())
 
 
-def scale_statement(study: Study, configs: pd.Series, name: str) -> str:
+def scale_statement(study: Study, configs: pd.Series, name: str, later: Sequence[str] = ()) -> str:
     """The page's line on which convention every MI number uses; ``configs``: the stored
-    configs (JSON text) of the study's runs."""
+    configs (JSON text) of the study's runs; ``later``: the experiments whose finding 4 the
+    page shows again on both scales."""
     used = sorted({mi_conventions(json.loads(text)) for text in configs})
     if used == ["mirage"]:
         conventions = ("Every MI number on this page uses MIRAGE's default conventions "
@@ -63,5 +65,7 @@ def scale_statement(study: Study, configs: pd.Series, name: str) -> str:
                   "checkpoints to re-score, so finding 4 holds MIRAGE's (PAPER.md's) per-token "
                   "scale only. Every run made by MIRAGE since issue #46 logs both (`mi_est_of_means`, "
                   "`mi_zscore_of_means` beside `mi_est_of_sums`, `mi_zscore_of_sums`), and this page "
-                  "reports finding 4 on both for a study whose runs carry them.")
+                  "reports finding 4 on both for a study whose runs carry them"
+                  + (": " + ", ".join(f"\"Finding 4 on `{experiment}`\"" for experiment in later)
+                     if later else "") + ".")
     return f"**Which convention each MI number uses.** {conventions} {reference} {scales}"

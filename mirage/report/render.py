@@ -36,7 +36,8 @@ def build_report(results: Path, out: Path, figure_dir: Path, notes: Path | None 
     collapse_finding = collapse.collapse_study(everything, figure_dir)
     later = (([collapse_finding] if collapse_finding else []) + template.template_study(everything, figure_dir)
              + visual.visual_study(everything)
-             + spearman_on_both_scales(everything, (MECHANISM, MECHANISM_CALIBRATION), figure_dir))
+             + (both_scales := spearman_on_both_scales(everything, (MECHANISM, MECHANISM_CALIBRATION),
+                                                        figure_dir)))
     adjust_families(findings + later)  # one Holm family per registry experiment
     readings = yaml.safe_load(notes.read_text()) if notes and notes.exists() else {}
     readings = {str(key): text for key, text in (readings or {}).items()}
@@ -48,7 +49,8 @@ def build_report(results: Path, out: Path, figure_dir: Path, notes: Path | None 
     if len(study.runs):
         configs = pd.read_parquet(results / "runs.parquet", columns=["run_id", "config"])
         configs = configs[configs["run_id"].isin(study.runs["run_id"])]["config"]
-        introduction += "\n\n" + conventions.scale_statement(study, configs, name)
+        introduction += "\n\n" + conventions.scale_statement(
+            study, configs, name, [finding.experiment for finding in both_scales])
     text = _markdown(findings, later, readings, introduction, name,
                      _reading(study, everything), out, figure_dir, everything)
     out.write_text(text + _regimes(everything, name) + _calibrations(everything, readings))

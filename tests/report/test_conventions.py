@@ -57,5 +57,8 @@ def test_the_page_says_which_scale_it_holds():
     assert "finding 4 holds MIRAGE's (PAPER.md's) per-token scale only" in only
     assert "kept no checkpoints to re-score" in only and "default conventions" in only
     assert "Finding 4 shows both scales" in scale_statement(study(True), configs, "x")
+    assert only.endswith("for a study whose runs carry them.")
+    assert scale_statement(study(False), configs, "x", ["mechanism"]).endswith(
+        'carry them: "Finding 4 on `mechanism`".')
     mixed = pd.Series([json.dumps(config(0, convention="ragen"))])
     assert "columns: separate" in scale_statement(study(True), mixed, "x")
