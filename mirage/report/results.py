@@ -39,8 +39,9 @@ VISUAL = "visual"  # issue #42: exported to its own folder beside the study's (r
 # in it, exported together to results/mechanism
 MECHANISM_CALIBRATION = "mechanism_calibration"
 MECHANISM = "mechanism"
-# the folders beside results/reproduction read with it, each holding its experiments
-BESIDE = {VISUAL: (VISUAL,), MECHANISM: (MECHANISM_CALIBRATION, MECHANISM)}
+# the folders beside results/reproduction read with it: results/visual holds `visual`,
+# results/mechanism both of issue #43's experiments
+BESIDE = (VISUAL, MECHANISM)
 # the registry experiments `core report` reads; --from-store exports those present
 STUDY_EXPERIMENTS = (POWERED, STUDY, COLLAPSE, CALIBRATION, TEMPLATE_CALIBRATION,
                      TEMPLATE_CALIBRATION_LR, TEMPLATE_CALIBRATION_KL, GRADIENTS, TEMPLATE)
