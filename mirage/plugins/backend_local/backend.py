@@ -366,7 +366,7 @@ class LocalBackend(Backend):
         return self.config.model.parallel == "fsdp" and self.world.distributed
 
     def train_step(self, rows, recipe) -> dict[str, float]:
-        self.weights_version += 1
+        self.weights_changed()
         if not self.fsdp():
             return super().train_step(rows, recipe)
         if self.sharded is None:  # here, not in prepare: after every rank took the main rank's weights
@@ -432,7 +432,7 @@ class LocalBackend(Backend):
         return self.critic.parameters()
 
     def optimizer_step(self, max_grad_norm: float) -> float:
-        self.weights_version += 1
+        self.weights_changed()
         norm = torch.nn.utils.clip_grad_norm_(self.trained(), max_grad_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -507,7 +507,7 @@ class LocalBackend(Backend):
     def load(self, directory: Path) -> None:
         """What :meth:`save` wrote. With LoRA the adapter goes into the base :meth:`prepare`
         made (ConfigError, nothing changed, when the checkpoint's base is another one)."""
-        self.weights_version += 1
+        self.weights_changed()
         if self.adapters is not None:
             self.adapters.load(directory / "policy")
         else:
