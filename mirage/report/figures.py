@@ -22,6 +22,7 @@ TITLES = {
     "mi/first_turn/h_cond": "first-turn H(Z|X)",
     "mi/first_turn/retrieval_chance": "retrieval chance",
     "mi/first_turn/format_valid": "first-turn format validity",
+    "mi/first_turn/mi_est": "first-turn MI-Est",
 }
 SEED_STYLES = ["-", "--", ":", "-."]
 

@@ -13,7 +13,8 @@ import pandas as pd
 import yaml
 
 from mirage.core.analysis import signature as sig
-from mirage.report import collapse, conventions, induced, preconditions, regime, sustained, template, visual
+from mirage.report import (collapse, conventions, induced, mechanism, preconditions, regime, sustained, template,
+                           visual)
 from mirage.report.findings import (FINDINGS, Finding, adjust_families, provoked_collapse,
                                     spearman_on_both_scales)
 from mirage.report.names import SUCCESS
@@ -35,7 +36,7 @@ def build_report(results: Path, out: Path, figure_dir: Path, notes: Path | None 
                 if len(study.runs) else [])
     collapse_finding = collapse.collapse_study(everything, figure_dir)
     later = (([collapse_finding] if collapse_finding else []) + template.template_study(everything, figure_dir)
-             + visual.visual_study(everything)
+             + visual.visual_study(everything) + mechanism.mechanism_study(everything, figure_dir)
              + (both_scales := spearman_on_both_scales(everything, (MECHANISM, MECHANISM_CALIBRATION),
                                                         figure_dir)))
     adjust_families(findings + later)  # one Holm family per registry experiment
@@ -149,8 +150,9 @@ def _top_lines(everything: Study) -> list[str]:
         lines.append(f"In {label} (induced by {induced.induced_by(unfiltered)}), the {len(unfiltered)} "
                      f"unfiltered seeds end, by the sustained rule (the mean of their last {sustained.K} "
                      f"MI checks), {counts}" + (f"; {variance}" if variance else "") + ".")
-    if (line := template.headline(everything)):
-        lines.append(line)
+    for headline in (template.headline, mechanism.headline):
+        if (line := headline(everything)):
+            lines.append(line)
     return lines
 
 
@@ -200,7 +202,8 @@ def _reading(study: Study, everything: Study) -> str:
         "holds partly when some do, is contradicted when none holds and one is contradicted, "
         "and is not detected otherwise. A study whose claim needs a regime has a **gate**: "
         f"`{template.TEMPLATE}` tests PAPER.md's remedy only when at least {template.GATE} of 5 "
-        "unfiltered seeds end in template collapse by the sustained rule below; when a gate "
+        f"unfiltered seeds end in template collapse by the sustained rule below, and `{mechanism.MECHANISM}` "
+        "only when, besides, reward variance fell without a filter (the paper's premise); when a gate "
         f"fails, its sections' verdict is \"{GATE_FAILED}\", whatever their checks show. A run's "
         "**endpoint** for validation success and for "
         f"the MI proxies and entropy is the mean of its last K = {LAST_CHECKS} checks after "
@@ -319,4 +322,6 @@ def _markdown(findings: list[Finding], later: list[Finding], readings: dict, int
         lines += [f"## {collapse.TITLE}", "", collapse.ABSENT, ""]
     if template.KEY not in keys:
         lines += [f"## {template.TITLE}", "", template.ABSENT, ""]
+    if mechanism.KEY not in keys:
+        lines += [f"## {mechanism.TITLE}", "", mechanism.ABSENT, ""]
     return "\n".join(lines)

@@ -12,11 +12,12 @@ from shared_builds import build_once, built_data
 
 from mirage.core.store.run_store import RunStore
 from mirage.report.results import (
-    POWERED, STUDY_EXPERIMENTS, Study, export_study, findings_experiment, read_study, restore_study,
+    POWERED, STUDY_EXPERIMENTS, Study, export_study, findings_experiment, read_study, read_with_visual,
+    restore_study,
 )
 from mirage.report.summary import LAST_CHECKS, by_seed, change, endpoint, markdown_table, over_seeds
 from mirage.report.paired import detectable_factor, sd_range
-from mirage.report import regime, sustained, template
+from mirage.report import mechanism, regime, remedy, sustained, template
 from mirage.report.verdicts import (CHECK_VERDICTS, FINDING_VERDICTS, GATE_FAILED, HOLDS, NOT_DETECTED, PARTLY,
                                     TOO_FEW)
 
@@ -113,30 +114,34 @@ def _verdict_table(text: str) -> dict[str, str]:
 def test_no_verdict_above_what_its_gate_allows(rendered):
     """The verdict table against the gates, recomputed from the committed results: a study
     whose gate failed (fewer than GATE unfiltered seeds ending in template collapse by the
-    sustained rule) shows "gate failed: no verdict" for both of its sections, never "holds"
-    or "holds partly"; the top line and the section say the same count."""
+    sustained rule; for `mechanism` also reward variance not falling) shows "gate failed:
+    no verdict" for both of its sections, never "holds" or "holds partly"; the top line and
+    the section say the same count."""
     text = rendered[0].read_text()
     verdicts = _verdict_table(text)
-    study = read_study(RESULTS).of(template.TEMPLATE)
-    unfiltered = template.unfiltered_runs(study)
-    collapsed = regime.count_regime(study, unfiltered, "template collapse")
-    for key in (template.KEY, template.CONTROLS_KEY):
-        if collapsed < template.GATE:
-            assert verdicts[key] == GATE_FAILED, (key, verdicts[key])
-        else:
-            assert verdicts[key] != GATE_FAILED
-    if collapsed < template.GATE:
-        assert HOLDS not in {verdicts[template.KEY], verdicts[template.CONTROLS_KEY]}
-        assert PARTLY not in {verdicts[template.KEY], verdicts[template.CONTROLS_KEY]}
     top = text.split("## How to read the verdicts")[0]
-    assert (f"{collapsed} of {len(unfiltered)} unfiltered seeds end in it by the sustained rule" in top
-            or f"{collapsed} of {len(unfiltered)} unfiltered seeds end in template collapse by the sustained rule" in top)
-    section = text.split(f"## {template.TITLE}")[1].split("\n## ")[0]
-    assert f"{collapsed} of {len(unfiltered)} unfiltered seeds end in the template-collapse signature" in section
+    gated = []
+    for module in (template, mechanism):
+        study = read_with_visual(RESULTS).of(module.DESIGN.experiment)
+        if study.runs.empty:
+            assert module.KEY not in verdicts and module.ABSENT in text
+            continue
+        found = remedy.gate(module.DESIGN, study)
+        assert found.collapsed == regime.count_regime(study, module.unfiltered_runs(study), "template collapse")
+        keys = (module.KEY, module.CONTROLS_KEY)
+        for key in keys:
+            assert (verdicts[key] == GATE_FAILED) == (not found.passed), (key, verdicts[key])
+        if not found.passed:
+            assert {HOLDS, PARTLY}.isdisjoint({verdicts[key] for key in keys})
+            gated += keys
+        counted = f"{found.collapsed} of {len(found.unfiltered)} unfiltered seeds end in"
+        assert (f"{counted} it by the sustained rule" in top
+                or f"{counted} template collapse by the sustained rule" in top)
+        section = text.split(f"## {module.TITLE}")[1].split("\n## ")[0]
+        assert f"{counted} the template-collapse signature" in section
     # every gate-free section's verdict follows from its checks alone
     assert set(verdicts.values()) <= set(FINDING_VERDICTS)
-    assert [key for key, verdict in verdicts.items() if verdict == GATE_FAILED] in (
-        [], [template.KEY, template.CONTROLS_KEY])
+    assert sorted(key for key, verdict in verdicts.items() if verdict == GATE_FAILED) == sorted(gated)
 
 
 def test_the_page_reads_regimes_by_the_sustained_rule_everywhere(rendered):
