@@ -110,3 +110,43 @@ def test_a_cell_runs_on_two_processes_into_its_own_store(tmp_path):
     (run,) = store.list_runs()
     assert (run["run_id"], run["experiment"], run["cell"]) == (outcome["run_id"], spec.experiment, spec.cell)
     assert any(e["kind"] == "ranks" for e in store.events(run["run_id"]))
+
+
+class _Killed(BaseException):
+    """Stands in for the SIGKILL that ends a sweep mid-cell (no outcome gets written)."""
+
+
+def test_a_killed_cell_resumes_from_its_checkpoint_and_a_finished_or_foreign_one_starts_over(tmp_path):
+    from mirage.core.run.loop import execute
+    from mirage.core.store.run_store import RunStore
+    from mirage.flows.cells import CELL_DB, cell_dir
+    from mirage.flows.task import execute_cell, unfinished_run
+
+    spec = plan_cells("stochasticity", REPO / "registry.yaml", grid={"env.options.slip": [0.0]}, seeds=[0],
+                      preset="tiny", settings={"steps": 4, "checkpoint_every": 2, "max_empty_steps": 50})[0]
+    directory = cell_dir(tmp_path, spec)
+    directory.mkdir(parents=True)
+    db = directory / CELL_DB
+
+    def killed(step, metrics):
+        if step == 3:
+            raise _Killed  # after the checkpoint of step 2
+    with pytest.raises(_Killed):
+        execute(RunConfig.model_validate(spec.config), db, progress=False, experiment=spec.experiment,
+                cell=spec.cell, on_step=killed)
+    (row,) = RunStore(db).list_runs()
+    assert unfinished_run(directory, spec) == row["run_id"]
+    other = plan_cells("stochasticity", REPO / "registry.yaml", grid={"env.options.slip": [0.0]}, seeds=[1],
+                       preset="tiny", settings={"steps": 4, "checkpoint_every": 2, "max_empty_steps": 50})[0]
+    assert unfinished_run(directory, other) is None  # another config's run is never taken over
+
+    outcome = execute_cell(spec, tmp_path)
+    assert (outcome["status"], outcome["run_id"]) == ("finished", row["run_id"]), outcome["error"]
+    store = RunStore(db)
+    (done,) = store.list_runs()
+    assert (done["last_step"], done["experiment"], done["cell"]) == (4, spec.experiment, spec.cell)
+    assert [e["step"] for e in store.events(row["run_id"]) if e["kind"] == "resumed"] == [2]
+    steps = [s for s, name, _ in store.metrics(row["run_id"]) if name == "train/return"]
+    assert steps == list(range(5))  # the steps after the checkpoint recomputed, none twice
+    # a cell with an outcome is done (or failed): a later attempt starts it over
+    assert unfinished_run(directory, spec) is None
