@@ -68,7 +68,7 @@ def chain(study: Study, found: remedy.Gate) -> list[Precondition]:
     input-agnostic with its format valid, and the endpoint regime template collapse."""
     runs = found.unfiltered
     links = [Precondition("reward variance fell", found.variance_fell,
-                          found.variance or "reward variance not stored")]
+                          found.variance or "not read: it needs the reward metrics of at least 2 seeds")]
     shares = regime.gradient_shares(study, runs, by=["arm"])
     if shares is not None and "q1" in shares and not math.isnan(shares["q1"].iloc[0]):
         q1 = float(shares["q1"].iloc[0])

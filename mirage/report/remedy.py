@@ -178,6 +178,8 @@ def sections(design: Design, everything: Study, figure_dir: Path) -> list[Findin
     for a, b in design.retrieval_only:
         if {a, b} <= present:
             controls.checks.append(Check(f"first-turn retrieval acc. {a} - {b}", compare(RETRIEVAL, a, b), 1))
+    if not controls.checks:
+        controls.evidence.append(f"No control arm shares a finished seed with {first} yet.")
     controls.gate = main.gate  # the controls test the remedy in the same regime
     controls.conclude(design.experiment)
     if len(design.endpoints) > len(CURVES):  # every endpoint's paired difference, beyond the checks
