@@ -39,7 +39,8 @@ class Finding:
     figure: str | None = None
     checks: list[Check] = field(default_factory=list)
     experiment: str = ""  # the registry experiment its checks are measured on: their Holm family
-    gate: str | None = None  # a failed gate's reason: the finding then has no verdict
+    gate: str | None = None  # a failed (or pending) gate's reason: the finding then has no verdict
+    gate_pending: bool = False  # the gate has not passed yet, but its study runs and it still can
     _sentences: list[str] = field(default_factory=list, repr=False)
     _table: tuple[str, str] | None = field(default=None, repr=False)
 
@@ -55,7 +56,7 @@ class Finding:
         """Set ``checks`` (already Holm-adjusted over ``family``, described for the
         caption) and redraw the verdict, the sentences and the table in their places."""
         self.checks = checks
-        self.verdict = finding_verdict(checks, gate_passed=self.gate is None)
+        self.verdict = finding_verdict(checks, gate_passed=self.gate is None, gate_pending=self.gate_pending)
         sentences = [check_sentence(check) + "." for check in checks]
         if self._sentences and self._sentences[0] in self.evidence:
             at = self.evidence.index(self._sentences[0])

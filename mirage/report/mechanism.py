@@ -111,6 +111,11 @@ def headline(everything: Study) -> str:
     failed = "; ".join(f"{link.name} ({link.reading})" for link in links if not link.held) or "none"
     counted = (f"{found.collapsed} of {len(found.unfiltered)} unfiltered seeds end in template collapse by the "
                f"sustained rule (the mean of their last {sustained.K} MI checks)")
+    if found.pending:
+        return (f"**`{MECHANISM}` is still running:** " + how + counted + f" so far, with {len(found.unfiltered)} of "
+                f"the {DESIGN.seeds} planned unfiltered seeds finished; its gate ({GATE} of 5 and reward variance "
+                "falling) is pending and its verdicts read \"gate pending: no verdict\". So far the preconditions "
+                f"that failed: {failed}. Held: {held}.")
     if found.passed:
         return (how + counted + " and reward variance fell, so its section tests PAPER.md's remedy on the "
                 f"paper's own mechanism. Preconditions that held: {held}.")

@@ -23,7 +23,7 @@ from mirage.report.results import (CALIBRATION, GRADIENTS, MECHANISM, MECHANISM_
                                    STUDY, TEMPLATE_CALIBRATION, TEMPLATE_CALIBRATION_KL,
                                    TEMPLATE_CALIBRATION_LR, Study, findings_experiment, read_with_visual)
 from mirage.report.summary import LAST_CHECKS, markdown_table
-from mirage.report.verdicts import ALPHA, GATE_FAILED
+from mirage.report.verdicts import ALPHA, GATE_FAILED, GATE_PENDING
 
 
 def build_report(results: Path, out: Path, figure_dir: Path, notes: Path | None = None) -> list[Finding]:
@@ -204,7 +204,8 @@ def _reading(study: Study, everything: Study) -> str:
         f"`{template.TEMPLATE}` tests PAPER.md's remedy only when at least {template.GATE} of 5 "
         f"unfiltered seeds end in template collapse by the sustained rule below, and `{mechanism.MECHANISM}` "
         "only when, besides, reward variance fell without a filter (the paper's premise); when a gate "
-        f"fails, its sections' verdict is \"{GATE_FAILED}\", whatever their checks show. A run's "
+        f"fails, its sections' verdict is \"{GATE_FAILED}\", whatever their checks show, and while its "
+        f"study runs and the gate can still pass, \"{GATE_PENDING}\". A run's "
         "**endpoint** for validation success and for "
         f"the MI proxies and entropy is the mean of its last K = {LAST_CHECKS} checks after "
         f"the warm start, fewer when it has fewer (validation success here has {checks} per run). "

@@ -50,6 +50,11 @@ def headline(everything: Study) -> str:
     how = f"In `{TEMPLATE}` (induced by {induced.induced_by(found.unfiltered)}), "
     variance = f" Its {found.variance}." if found.variance else ""
     collapsed, total = found.collapsed, len(found.unfiltered)
+    if found.pending:
+        return (how + f"{collapsed} of {total} unfiltered seeds end in template collapse by the sustained rule "
+                f"so far: the study is still running ({total} of the {DESIGN.seeds} planned unfiltered seeds have "
+                f"finished), so its gate ({GATE} of 5) is pending and its verdicts read \"gate pending: no "
+                "verdict\"." + variance)
     if found.passed:
         return (how + f"{collapsed} of {total} unfiltered seeds end in template collapse by "
                 f"the sustained rule (the mean of their last {sustained.K} MI checks), so its section tests "

@@ -17,8 +17,10 @@ PARTLY = "holds partly"  # a finding only: some of its checks hold, not all
 # a finding only: its study's gate (the regime it tests a claim in) failed, so its checks
 # test nothing of the claim and it has no verdict, whatever they show
 GATE_FAILED = "gate failed: no verdict"
+# a finding only: its study is still running and its gate can still pass (or fail): no verdict yet
+GATE_PENDING = "gate pending: no verdict"
 CHECK_VERDICTS = (HOLDS, CONTRADICTED, NOT_DETECTED, TOO_FEW)
-FINDING_VERDICTS = (HOLDS, PARTLY, CONTRADICTED, NOT_DETECTED, TOO_FEW, GATE_FAILED)
+FINDING_VERDICTS = (HOLDS, PARTLY, CONTRADICTED, NOT_DETECTED, TOO_FEW, GATE_FAILED, GATE_PENDING)
 ALPHA = round(1 - CONFIDENCE, 12)  # 0.05, not 1 - 0.95 = 0.05000000000000004
 
 
@@ -60,12 +62,13 @@ def holm_adjusted(checks: list[Check]) -> list[Check]:
     return [replace(check, p_adjusted=p) for check, p in zip(checks, adjusted)]
 
 
-def finding_verdict(checks: list[Check], gate_passed: bool = True) -> str:
-    """A failed gate: gate failed (no verdict). Else all checks hold: holds; some: holds
+def finding_verdict(checks: list[Check], gate_passed: bool = True, gate_pending: bool = False) -> str:
+    """A gate not passed: gate pending while its study runs and the gate can still pass,
+    else gate failed (no verdict either way). Else all checks hold: holds; some: holds
     partly; none, and one is contradicted: contradicted; none and every check lacks seeds:
     too few seeds; else not detected."""
     if not gate_passed:
-        return GATE_FAILED
+        return GATE_PENDING if gate_pending else GATE_FAILED
     verdicts = [check.verdict for check in checks]
     if verdicts and all(v == HOLDS for v in verdicts):
         return HOLDS

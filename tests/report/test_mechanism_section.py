@@ -5,6 +5,7 @@ line names the preconditions that failed."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from mirage.core.config.run_config import RunConfig
 from mirage.core.store.run_store import RunStore
 from mirage.report.mechanism import CONTROLS_KEY, KEY, LINEAR, MAIN, headline, mechanism_study
 from mirage.report.results import export_study, read_study
-from mirage.report.verdicts import GATE_FAILED
+from mirage.report.verdicts import GATE_FAILED, GATE_PENDING
 
 STEPS = 30  # reward variance is read over the first and last 10 steps
 CHECKS = (0, 10, 20, 30)
@@ -40,7 +41,7 @@ def _write(store: RunStore, experiment: str, variance_falls: bool, arms: tuple[s
     metrics the gate reads (a store write costs tens of milliseconds here)."""
     for arm in arms:
         flt, rho, softmax, scale, floor = ARMS[arm]
-        for seed in range(4):
+        for seed in range(5):
             run_id = f"{experiment}-{arm}-{seed}"
             store.create_run(run_id, _config(flt, rho, softmax, scale, seed), [], None,
                              experiment=experiment, seed=seed)
@@ -84,9 +85,9 @@ def test_collapse_without_falling_reward_variance_fails_the_gate(exported, tmp_p
     # both of top-p's mass rules are arms of their own, each against no filter
     assert checks[f"first-turn retrieval acc. {MAIN} - none"].mean == pytest.approx(0.55 - 0.15, abs=0.01)
     assert checks[f"first-turn retrieval acc. {LINEAR} - none"].mean == pytest.approx(0.40 - 0.15, abs=0.01)
-    assert checks[f"success {MAIN} - top-p 1"].n == 4
+    assert checks[f"success {MAIN} - top-p 1"].n == 5
     assert f"first-turn retrieval acc. {MAIN} - none, regulariser x0.75" in checks
-    assert main.evidence[0].startswith("4 of 4 unfiltered seeds end in the template-collapse signature")
+    assert main.evidence[0].startswith("5 of 5 unfiltered seeds end in the template-collapse signature")
     assert "reward variance did not fall without a filter" in main.evidence[0]
     assert main.evidence[0].endswith("so the gate failed.")
     assert main.verdict == controls.verdict == GATE_FAILED
@@ -98,7 +99,17 @@ def test_collapse_without_falling_reward_variance_fails_the_gate(exported, tmp_p
     assert failed.startswith("reward variance fell (reward variance did not detectably fall")
     assert "the regulariser dominated the low-variance groups (its share of the gradient in the lowest " \
            "reward-std bucket q1 was 0.75" in held
-    assert "template collapse (4 of 4 unfiltered seeds" in held
+    assert "template collapse (5 of 5 unfiltered seeds" in held
+
+
+def test_the_gate_is_pending_while_unfiltered_seeds_are_missing(exported, tmp_path):
+    whole = read_study(exported / "flat")
+    running = replace(whole, runs=whole.runs[whole.runs["seed"] < 3])  # seeds 3 and 4 not finished
+    main, controls = mechanism_study(running, tmp_path / "img")
+    assert main.evidence[0].endswith("so the gate is pending: 3 of the 5 planned unfiltered seeds have finished.")
+    assert main.verdict == controls.verdict == GATE_PENDING
+    top = headline(running)
+    assert top.startswith("**`mechanism` is still running:**") and "negative" not in top
 
 
 def test_falling_reward_variance_and_collapse_pass_the_gate(exported, tmp_path):
