@@ -18,6 +18,7 @@ from mirage.report.results import (
 from mirage.report.summary import LAST_CHECKS, by_seed, change, endpoint, markdown_table, over_seeds
 from mirage.report.paired import detectable_factor, sd_range
 from mirage.report import mechanism, regime, remedy, sustained, template
+from mirage.report.findings import MIN_SPEARMAN_RUNS
 from mirage.report.verdicts import (CHECK_VERDICTS, FINDING_VERDICTS, GATE_FAILED, GATE_PENDING, HOLDS,
                                     NOT_DETECTED, PARTLY, TOO_FEW)
 
@@ -43,25 +44,42 @@ def rendered(tmp_path_factory, cli_for_fixtures) -> tuple[Path, Path, str]:
     return docs / "reproduction.md", docs / "img" / "reproduction", built_data(docs)
 
 
+def _mechanism_sections() -> tuple[int, int, int]:
+    """What the `mechanism` study adds once its runs are exported to results/mechanism:
+    sections with a verdict, checks tables and linked figures (its two sections and their
+    curves; finding 4 on both MI scales again from MIN_SPEARMAN_RUNS runs on)."""
+    runs = read_with_visual(RESULTS).of(mechanism.MECHANISM).runs
+    if runs.empty:
+        return 0, 0, 0
+    spearman = int(len(runs) >= MIN_SPEARMAN_RUNS)
+    arms = set(remedy.arms(mechanism.DESIGN, runs))
+    checked = int("none" in arms and bool({mechanism.MAIN, mechanism.LINEAR} & arms))
+    checked += int(mechanism.MAIN in arms and (mechanism.TOP_P_ALL in arms
+                                               or any(arm.startswith(remedy.RESCALED) for arm in arms)))
+    return 2 + spearman, checked + spearman, 1 + spearman
+
+
 def test_report_command_renders_every_finding_from_the_committed_results(rendered):
     out, figures, stdout = rendered
     text = out.read_text()
     verdicts = re.findall(r"\*\*Verdict: (.+?)\.\*\*", text)
     # 7 findings, the collapse study, the template-collapse study and its controls, the visual
-    # study, finding 4 again on both MI scales over `mechanism_calibration` (results/mechanism)
-    assert len(verdicts) == 12 and set(verdicts) <= set(FINDING_VERDICTS)
+    # study, finding 4 again on both MI scales over `mechanism_calibration` (results/mechanism),
+    # and what the mechanism study adds once exported
+    sections, _, figures_added = _mechanism_sections()
+    assert len(verdicts) == 12 + sections and set(verdicts) <= set(FINDING_VERDICTS)
     assert "## How to read the verdicts" in text and "paired by seed" in text
     assert f"last K = {LAST_CHECKS} checks" in text
     assert "## Delayed degeneration, not template collapse (experiment `collapse`)" in text
     assert "## Finding the collapse regime (experiment `collapse_calibration`)" in text
-    assert stdout.count("finding ") == 12
+    assert stdout.count("finding ") == 12 + sections
     assert "## Template collapse and top-p (experiment `template_collapse`)" in text
     assert "## Looking for template collapse (experiment `template_calibration`)" in text
     section = text[text.index("## Reasoning regime per run (experiment `reproduction_powered`)"):]
     assert section.count("| diverse 0") >= 1 and sum(line.startswith("| ") for line in
                                                       section.split("\n\n")[2].splitlines()) == 1 + 65  # header + runs
     linked = re.findall(r"!\[[^\]]*\]\(img/reproduction/([^)]+)\)", text)
-    assert len(linked) == 10 and all((figures / name).stat().st_size > 1000 for name in linked)
+    assert len(linked) == 10 + figures_added and all((figures / name).stat().st_size > 1000 for name in linked)
     committed = read_study(RESULTS)
     assert findings_experiment(committed.runs) == POWERED  # the powered re-run is committed
     study = committed.of(POWERED)
@@ -85,7 +103,7 @@ def _assert_checks_follow_the_holm_rule(text: str) -> None:
     """In every checks table a verdict other than not detected needs Holm p < 0.05, and
     the Holm p is never below the raw p."""
     tables = [block for block in text.split("\n\n") if block.startswith("| check |")]
-    assert len(tables) == 12  # one per finding
+    assert len(tables) == 12 + _mechanism_sections()[1]  # one per finding with checks
     for table in tables:
         lines = table.splitlines()
         header = _cells(lines[0])
@@ -159,7 +177,7 @@ def test_the_page_reads_regimes_by_the_sustained_rule_everywhere(rendered):
     captions = re.findall(r"\*(Per run: its regime at the endpoint[^*]*)\*", text)
     assert len(captions) >= 3 and all(sustained.rule() in caption for caption in captions)
     families = re.findall(r"Holm-adjusted over every check of experiment `([a-z_]+)` \(one family of (\d+)\)", text)
-    assert len(families) == 12  # one checks table per finding
+    assert len(families) == 12 + _mechanism_sections()[1]  # one checks table per finding with checks
     sizes = {}
     for experiment, size in families:
         assert sizes.setdefault(experiment, size) == size  # one family, one size per experiment
