@@ -67,8 +67,9 @@ def chain(study: Study, found: remedy.Gate) -> list[Precondition]:
     regulariser dominated the lowest reward-variance bucket, the reasoning turned
     input-agnostic with its format valid, and the endpoint regime template collapse."""
     runs = found.unfiltered
-    links = [Precondition("reward variance fell", found.variance_fell,
-                          found.variance or "not read: it needs the reward metrics of at least 2 seeds")]
+    variance = found.variance.split(" without a filter ", 1)[-1] if found.variance else (
+        "not read: it needs the reward metrics of at least 2 seeds")
+    links = [Precondition("reward variance fell", found.variance_fell, variance)]
     shares = regime.gradient_shares(study, runs, by=["arm"])
     if shares is not None and "q1" in shares and not math.isnan(shares["q1"].iloc[0]):
         q1 = float(shares["q1"].iloc[0])
@@ -80,15 +81,17 @@ def chain(study: Study, found: remedy.Gate) -> list[Precondition]:
             f"{'above' if q1 > DOMINATES else 'at or below'} {DOMINATES:g}"))
     ends = [end for run_id in runs["run_id"] if (end := regime.endpoint_regime(study, run_id)) is not None]
     if ends:
+        # the gate's share of the seeds (4 of 5) of those that finished
+        enough = math.ceil(GATE / DESIGN.seeds * len(ends))
         agnostic = sum(end.retrieval <= end.chance + sig.RETRIEVAL_MARGIN for end in ends)
         valid = sum(end.format_valid >= sig.FORMAT_VALID for end in ends)
         mean = sum(end.retrieval for end in ends) / len(ends)
         links.append(Precondition(
-            "the reasoning turned input-agnostic", agnostic >= GATE,
+            "the reasoning turned input-agnostic", agnostic >= enough,
             f"{agnostic} of {len(ends)} seeds end with first-turn retrieval at or below chance + "
             f"{sig.RETRIEVAL_MARGIN:g} (mean endpoint retrieval {mean:.3f})"))
         links.append(Precondition(
-            "the format stayed valid", valid >= GATE,
+            "the format stayed valid", valid >= enough,
             f"{valid} of {len(ends)} seeds end with format validity at least {sig.FORMAT_VALID:g}"))
     links.append(Precondition(
         "template collapse", found.collapsed >= GATE,
@@ -107,20 +110,27 @@ def headline(everything: Study) -> str:
     how = (f"In `{MECHANISM}` (induced by {induced.induced_by(found.unfiltered)}; the regime "
            "`mechanism_calibration` chose by its stated rule from every regime it tried), ")
     links = chain(study, found)
-    held = "; ".join(f"{link.name} ({link.reading})" for link in links if link.held) or "none"
-    failed = "; ".join(f"{link.name} ({link.reading})" for link in links if not link.held) or "none"
+    held = _listed([link for link in links if link.held])
+    failed = _listed([link for link in links if not link.held])
     counted = (f"{found.collapsed} of {len(found.unfiltered)} unfiltered seeds end in template collapse by the "
                f"sustained rule (the mean of their last {sustained.K} MI checks)")
     if found.pending:
         return (f"**`{MECHANISM}` is still running:** " + how + counted + f" so far, with {len(found.unfiltered)} of "
                 f"the {DESIGN.seeds} planned unfiltered seeds finished; its gate ({GATE} of 5 and reward variance "
                 "falling) is pending and its verdicts read \"gate pending: no verdict\". So far the preconditions "
-                f"that failed: {failed}. Held: {held}.")
+                f"that failed: {failed} Held: {held}")
     if found.passed:
         return (how + counted + " and reward variance fell, so its section tests PAPER.md's remedy on the "
-                f"paper's own mechanism. Preconditions that held: {held}.")
-    return ("**The paper's causal chain did not act in the lab (a negative result):** " + how + counted
+                f"paper's own mechanism. Preconditions that held: {held}")
+    early = (f", with {len(found.unfiltered)} of the {DESIGN.seeds} planned unfiltered seeds finished: the rest "
+             f"cannot bring the count to {GATE}") if len(found.unfiltered) < DESIGN.seeds else ""
+    return ("**The paper's causal chain did not act in the lab (a negative result):** " + how + counted + early
             + f"; its gate needs {GATE} of 5 and reward variance falling, so PAPER.md's remedy is not tested "
             "there and its verdicts read \"gate failed: no verdict\" (the filter's paired effects are "
-            f"still shown with their intervals beside every control). Preconditions that failed: {failed}. "
-            f"Held: {held}.")
+            f"still shown with their intervals beside every control). Preconditions that failed: {failed} "
+            f"Held: {held}")
+
+
+def _listed(links: list[Precondition]) -> str:
+    """'(1) name: reading. (2) ...', or 'none.'."""
+    return " ".join(f"({index}) {link.name}: {link.reading}." for index, link in enumerate(links, 1)) or "none."

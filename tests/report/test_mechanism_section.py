@@ -96,10 +96,10 @@ def test_collapse_without_falling_reward_variance_fails_the_gate(exported, tmp_p
     top = headline(results)
     assert top.startswith("**The paper's causal chain did not act in the lab (a negative result):**")
     failed, held = top.split("Preconditions that failed: ")[1].split(" Held: ")
-    assert failed.startswith("reward variance fell (reward variance did not detectably fall")
-    assert "the regulariser dominated the low-variance groups (its share of the gradient in the lowest " \
+    assert failed.startswith("(1) reward variance fell: (first 10 vs last 10 iterations")
+    assert "the regulariser dominated the low-variance groups: its share of the gradient in the lowest " \
            "reward-std bucket q1 was 0.75" in held
-    assert "template collapse (5 of 5 unfiltered seeds" in held
+    assert "template collapse: 5 of 5 unfiltered seeds" in held and "the format stayed valid: 5 of 5" in held
 
 
 def test_the_gate_is_pending_while_unfiltered_seeds_are_missing(exported, tmp_path):
