@@ -12,6 +12,7 @@ import re
 import pandas as pd
 
 from mirage.core.analysis import signature as sig
+from mirage.envs import frozenlake, sokoban
 from mirage.report import sustained
 from mirage.report.names import FORMAT, H_COND, RETRIEVAL, SUCCESS
 from mirage.report.results import GRADIENTS, Study
@@ -225,17 +226,29 @@ def gradient_shares(study: Study, runs: pd.DataFrame, by: list[str] | None = Non
     return table.merge(counts.drop(columns=["first", "last"]), on=by)
 
 
-# A reasoning names the state when it names a cell: every state template of the grid
-# worlds' demonstrations does ("row R col C"), no generic sentence does (docs/warm-start.md).
+# A reasoning reads the state when it names a cell, as every state template of the grid
+# worlds' text demonstrations does ("row R col C"), or reads a row of the picture out tile
+# by tile, as every image-mode demonstration does ("ice me hole goal ."); no generic
+# sentence does either (docs/warm-start.md).
 NAMES_A_CELL = re.compile(r"\brow \d+ col \d+\b")
+_TILES = sorted(set(frozenlake.PICTURE_WORDS.values()) | set(sokoban.PICTURE_WORDS.values()))
+READS_A_ROW = re.compile(r"\b(?:(?:%s) ){3,}\." % "|".join(_TILES))
+READS = "reads the state"
 SAMPLE_RULE = ("chosen by rule: the samples stored at the run's endpoint checks, those its endpoint "
-               "averages; a reasoning names the state when it names a cell (\"row R col C\"), as every "
-               "state template of the demonstrations does, and is boilerplate otherwise")
+               "averages; a reasoning reads the state when it names a cell (\"row R col C\"), as every "
+               "state template of the text demonstrations does, or reads a row of the picture out tile "
+               "by tile (three or more tile words and a full stop, \"ice me hole goal .\"), as every "
+               "image-mode demonstration does, and is boilerplate otherwise")
+
+
+def reads_the_state(text: str) -> bool:
+    """Whether a reasoning reads the state by SAMPLE_RULE."""
+    return bool(NAMES_A_CELL.search(text) or READS_A_ROW.search(text))
 
 
 def endpoint_samples(study: Study, run_id: str) -> pd.DataFrame | None:
-    """The run's stored first-turn samples at its endpoint checks, with whether each names
-    a cell (None when the results hold no rollouts for them)."""
+    """The run's stored first-turn samples at its endpoint checks, with whether each reads
+    the state (None when the results hold no rollouts for them)."""
     if study.rollouts is None:
         return None
     steps = sustained.endpoint_steps(checks(study, run_id))
@@ -245,8 +258,7 @@ def endpoint_samples(study: Study, run_id: str) -> pd.DataFrame | None:
         return None
     rows = rows.sort_values(["step", "prompt_index", "sample_index"])
     return pd.DataFrame({"step": rows["step"].astype(int).to_numpy(), "prompt": rows["prompt_index"].to_numpy(),
-                         "names a cell": ["yes" if NAMES_A_CELL.search(str(text)) else "no"
-                                          for text in rows["reasoning"]],
+                         READS: ["yes" if reads_the_state(str(text)) else "no" for text in rows["reasoning"]],
                          "reasoning": rows["reasoning"].to_numpy(), "action": rows["action"].to_numpy()})
 
 
@@ -263,26 +275,26 @@ def samples_at_endpoints(study: Study, runs: pd.DataFrame, labels: list[str]
         end = endpoint_regime(study, run.run_id)
         if samples is None or end is None:
             continue
-        named = int((samples["names a cell"] == "yes").sum())
+        named = int((samples[READS] == "yes").sum())
         per_run.append({label: getattr(run, label) for label in labels} | {
             "seed": run.seed, "endpoint steps": ", ".join(str(s) for s in sorted(samples["step"].unique())),
-            "samples": len(samples), "name a cell": named, "share": named / len(samples),
+            "samples": len(samples), "read the state": named, "share": named / len(samples),
             "retrieval (endpoint)": end.retrieval, "regime (endpoint)": end.regime})
         if chosen is None or end.retrieval < chosen[1].retrieval:
             chosen = (run, end, samples)
     if not per_run:
         return "", []
     table = pd.DataFrame(per_run)
-    total, named = int(table["samples"].sum()), int(table["name a cell"].sum())
+    total, named = int(table["samples"].sum()), int(table["read the state"].sum())
     run, end, samples = chosen
-    shown = int((samples["names a cell"] == "yes").sum())
+    shown = int((samples[READS] == "yes").sum())
     who = ", ".join(f"{getattr(run, label)}" for label in labels)
     sentence = (f"Of the {total} stored first-turn samples at these runs' endpoint checks, {named} "
-                f"({named / total:.0%}) name a cell of the state and {total - named} are boilerplate; "
+                f"({named / total:.0%}) read the state and {total - named} are boilerplate; "
                 f"in the run shown ({who}, seed {run.seed}, the lowest endpoint retrieval), {shown} of "
                 f"{len(samples)} do.")
     return sentence, [
-        (f"Stored first-turn samples at the endpoint checks, per run: how many name a cell ({SAMPLE_RULE})",
+        (f"Stored first-turn samples at the endpoint checks, per run: how many read the state ({SAMPLE_RULE})",
          table),
         (f"{who}, seed {run.seed}, the run with the lowest endpoint retrieval ({end.retrieval:.3f} at chance "
          f"{end.chance:.3f}; regime at its endpoint: {end.regime}): every stored first-turn sample at its "

@@ -110,12 +110,12 @@ def test_samples_are_the_endpoint_checks_and_the_sentence_counts_them():
     sentence, tables = regime.samples_at_endpoints(study, study.runs, ["filter"])
     per_run, shown = tables[0][1], tables[1][1]
     assert list(per_run["endpoint steps"]) == ["10, 15, 20"] * 2  # not the warm start, not step 5
-    assert list(per_run["name a cell"]) == [3, 0] and list(per_run["samples"]) == [6, 6]
+    assert list(per_run["read the state"]) == [3, 0] and list(per_run["samples"]) == [6, 6]
     # the run shown is the lowest endpoint retrieval's (r1), and the sentence counts its samples
     assert "none, seed 1, the run with the lowest endpoint retrieval" in tables[1][0]
-    assert set(shown["step"]) == {10, 15, 20} and (shown["names a cell"] == "no").all()
+    assert set(shown["step"]) == {10, 15, 20} and (shown["reads the state"] == "no").all()
     assert sentence.startswith("Of the 12 stored first-turn samples at these runs' endpoint checks, "
-                               "3 (25%) name a cell of the state and 9 are boilerplate")
+                               "3 (25%) read the state and 9 are boilerplate")
     assert sentence.endswith("0 of 6 do.")
 
 
@@ -148,3 +148,12 @@ def test_induced_by_reads_the_stored_settings():
                          "60 iterations")
     runs = runs.assign(entropy_coef=0.0, kl_coef=0.0, lr=1e-3, env_options="")
     assert induced.induced_by(runs) == "no entropy bonus, no KL term, lr 0.001 (20 x the default 5e-05), 60 iterations"
+
+
+def test_a_reasoning_reads_the_state_by_a_cell_or_a_row_of_the_picture():
+    assert regime.reads_the_state("I am at row 1 col 2 .")
+    assert regime.reads_the_state("ice ice ice hole . goal ice ice ice . The goal is below .")  # image mode
+    assert regime.reads_the_state("wall floor box target . wall me floor floor .")  # Sokoban's tiles
+    assert not regime.reads_the_state("The goal is above and to the right .")
+    assert not regime.reads_the_state("the lake is long so I think")
+    assert not regime.reads_the_state("ice hole .")  # two tiles are no row
