@@ -19,7 +19,7 @@ from mirage.core.analysis import signature as sig
 from mirage.report import induced, regime, remedy, sustained
 from mirage.report.findings import Finding
 from mirage.report.names import FORMAT, H_COND, RETRIEVAL, SUCCESS
-from mirage.report.remedy import GATE, MI_EST, NONE
+from mirage.report.remedy import GATE, MI_EST
 from mirage.report.results import MECHANISM, Study
 
 MAIN, LINEAR, TOP_P_ALL = "top-p 0.9, main table", "top-p 0.9, linear", "top-p 1"
@@ -39,7 +39,7 @@ DESIGN = remedy.Design(
     title=f"The paper's mechanism, not an engineered one: top-p where reward variance falls (experiment `{MECHANISM}`)",
     controls_title=f"What top-p adds in the mechanism's regime: the controls (experiment `{MECHANISM}`)",
     figure="mechanism_study_curves.png", arm=arm, remedies=(MAIN, LINEAR), controls=(TOP_P_ALL,),
-    variance_gate=True, endpoints=(RETRIEVAL, MI_EST, H_COND, FORMAT, SUCCESS))
+    variance_gate=True, endpoints=(RETRIEVAL, MI_EST, H_COND, FORMAT, SUCCESS), differences=True)
 KEY, CONTROLS_KEY, TITLE, ABSENT = DESIGN.key, DESIGN.controls_key, DESIGN.title, DESIGN.absent
 
 
@@ -59,7 +59,7 @@ def mechanism_study(everything: Study, figure_dir: Path) -> list[Finding]:
 
 def unfiltered_runs(study: Study) -> pd.DataFrame:
     """The study's runs of the unfiltered arm (not the rescaled-regulariser one)."""
-    return study.runs[remedy.arms(DESIGN, study.runs) == NONE]
+    return remedy.unfiltered_runs(DESIGN, study)
 
 
 def chain(study: Study, found: remedy.Gate) -> list[Precondition]:

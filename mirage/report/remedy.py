@@ -57,6 +57,7 @@ class Design:
     variance_gate: bool = False  # the gate also needs reward variance to fall without a filter
     seeds: int = 5  # the seeds the registry plans per arm: the gate is pending until they finish
     endpoints: tuple[str, ...] = (RETRIEVAL, H_COND, FORMAT, SUCCESS)
+    differences: bool = False  # the controls also show every endpoint's paired difference (descriptive)
     # the experiment whose gradient decomposition the controls show (None: the study's own,
     # in its preconditions table)
     gradients_from: str | None = None
@@ -98,6 +99,11 @@ def arms(design: Design, runs: pd.DataFrame) -> pd.Series:
         return f"{RESCALED}{run.entropy_coef / base:.2g}"
 
     return pd.Series([label(run) for run in runs.itertuples()], index=runs.index)
+
+
+def unfiltered_runs(design: Design, study: Study) -> pd.DataFrame:
+    """The study's runs of the unfiltered arm (not the rescaled-regulariser one)."""
+    return study.runs[arms(design, study.runs) == NONE]
 
 
 def gate(design: Design, study: Study) -> Gate:
@@ -188,7 +194,7 @@ def sections(design: Design, everything: Study, figure_dir: Path) -> list[Findin
         controls.evidence.append(f"No control arm shares a finished seed with {first} yet.")
     controls.gate, controls.gate_pending = main.gate, main.gate_pending  # the same regime
     controls.conclude(design.experiment)
-    if len(design.endpoints) > len(CURVES):  # every endpoint's paired difference, beyond the checks
+    if design.differences:  # every endpoint's paired difference, beyond the checks
         pairs = [(remedy, NONE) for remedy in design.remedies]
         pairs += [(first, other) for other in [*design.controls, *rescaled]]
         table = _differences([pair for pair in pairs if set(pair) <= present], design.endpoints, compare)

@@ -68,4 +68,4 @@ def headline(everything: Study) -> str:
 
 def unfiltered_runs(study: Study) -> pd.DataFrame:
     """The study's runs of the unfiltered arm (not the rescaled-regulariser one)."""
-    return study.runs[arms(study.runs) == NONE]
+    return remedy.unfiltered_runs(DESIGN, study)
