@@ -131,6 +131,16 @@ def test_a_bfloat16_sampling_copy_costs_2_bytes_a_parameter_in_every_phase():
     assert run_plan(config, build_plugins().registries).settings.sampling_copy
 
 
+def test_float64_cross_scoring_costs_8_bytes_a_parameter_while_scoring():
+    s = Settings(micro_batch=4, rollout_rows=8, context_tokens=20, response_tokens=12)
+    plain, widened = estimate(SMALL, s), estimate(SMALL, replace(s, float64_copy=True))
+    assert "float64 copy" not in {c.name for c in plain.components}
+    copy = next(c for c in widened.components if c.name == "float64 copy")
+    assert copy.bytes == 8 * SMALL.parameters() and copy.phase == "score"
+    config = build_config({"model": {"options": {"cross_score_dtype": "float64"}}})
+    assert run_plan(config, build_plugins().registries).settings.float64_copy
+
+
 def test_what_would_fit_names_only_settings_that_bring_it_under():
     shape, s = QWEN25["0.5B"], Settings(context_tokens=216, response_tokens=40, dtype="bfloat16")
     limit = 80e9

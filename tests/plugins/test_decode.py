@@ -137,8 +137,24 @@ def full_pair_scores(model, contexts, responses):
 def test_cross_scoring_equals_scoring_every_pair_in_full(monkeypatch, pairs: int, kv_heads: int) -> None:
     """Chunks of 5 pairs split a context's responses across chunks; 256 takes several
     contexts at once."""
-    monkeypatch.setattr(cross_scoring, "PAIRS", pairs)
+    monkeypatch.setattr(cross_scoring, "NODES", pairs)
     check_cross_scoring(tiny_qwen(8, kv_heads=kv_heads), atol=1e-4)
+
+
+@pytest.mark.parametrize("nodes", [128, 3])
+def test_responses_that_begin_alike_score_as_each_alone(monkeypatch, nodes: int) -> None:
+    """Shared beginnings, a repeated response, one of one token and an empty one: the tree
+    teacher-forces each shared prefix once per context, and every response's scores equal
+    its pair scored in full (3 nodes a chunk splits the tree across chunks)."""
+    monkeypatch.setattr(cross_scoring, "NODES", nodes)
+    model = tiny_qwen(3, kv_heads=2)
+    contexts = grouped_contexts(11, prompts=3, group=1)
+    responses = [[5, 6, 7, 8, 9], [5, 6, 7, 10], [5, 6, 11], [5, 6, 7, 8, 9], [12], [], [5, 13, 7, 8]]
+    logprobs, entropy = cross_scoring.cross_score(model, contexts, responses, PAD)
+    want_logprobs, want_entropy = full_pair_scores(model, contexts, responses)
+    assert torch.allclose(logprobs, want_logprobs, atol=1e-5, rtol=0)
+    assert torch.allclose(entropy, want_entropy, atol=1e-5, rtol=0)
+    assert torch.equal(logprobs[0], logprobs[3]) and not logprobs[5].any()
 
 
 def check_cross_scoring(model, atol: float) -> None:

@@ -99,5 +99,5 @@ def test_seeded_rows_sample_what_generate_samples_for_each_row_alone(sampling: s
 @pytest.mark.parametrize("kv_heads,bias", [(4, False), (2, True)], ids=["mha", "gqa-bias"])
 def test_cross_scoring_equals_scoring_every_pair_in_full_on_llama(monkeypatch, pairs: int, kv_heads: int,
                                                                    bias: bool) -> None:
-    monkeypatch.setattr(cross_scoring, "PAIRS", pairs)
+    monkeypatch.setattr(cross_scoring, "NODES", pairs)
     check_cross_scoring(tiny_llama(8, kv_heads=kv_heads, bias=bias), atol=1e-5)

@@ -64,3 +64,22 @@ def test_a_prompt_without_its_picture_scores_otherwise(scored):
     response = [turns[0].response_ids]
     scores = session.backend.cross_score(columns, response).logprobs[0]
     assert len(set(scores.tolist())) == PROMPTS
+
+
+@pytest.mark.parametrize("scope", ["first_turn", "trajectory"])
+def test_in_float64_both_ways_agree_to_float64_rounding(scored, scope, monkeypatch):
+    """``cross_score_dtype: float64``: the tree and every pair in full both score with a
+    float64 copy of the policy, which is gone after the call; float32 differs from it by
+    float32 rounding only."""
+    session, batch = scored
+    backend = session.backend
+    turns = first_turns(batch) if scope == "first_turn" else sampled_turns(batch, 12, 0)
+    single, _, _, _ = _both(session, turns)
+    policy = backend.model
+    monkeypatch.setattr(backend, "options", backend.options.model_copy(update={"cross_score_dtype": "float64"}))
+    reused, full, _, _ = _both(session, turns)
+    assert backend.model is policy and not backend.widened
+    assert next(policy.parameters()).dtype == torch.float32
+    assert float((reused.logprobs - full.logprobs).abs().max()) <= 1e-9
+    assert float((reused.entropy - full.entropy).abs().max()) <= 1e-9
+    assert 0 < float((reused.logprobs - single.logprobs).abs().max()) <= 1e-3

@@ -77,6 +77,7 @@ class Settings:
     ranks: int = 1  # processes the update is sharded over (model.parallel fsdp)
     fsdp: bool = False
     sampling_copy: bool = False  # the local backend's sampling_weights: bfloat16 (a bfloat16 copy)
+    float64_copy: bool = False  # the local backend's cross_score_dtype: float64 (a copy per MI check)
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,8 @@ def estimate(shape: ModelShape, settings: Settings) -> Plan:
     parts.append(Component("scoring logits", logits * shape.vocab * 4, "score", f"chunks of {scored} rows"))
     if s.sampling_copy:
         parts.append(Component("sampling copy", 2 * params, "all", "bfloat16 weights rollouts sample from"))
+    if s.float64_copy:
+        parts.append(Component("float64 copy", 8 * params, "score", "MI cross-scoring in float64"))
     kv = s.rollout_rows * sequence * shape.layers * 2 * shape.kv_width * compute
     parts.append(Component("kv cache", kv, "rollout", f"{s.rollout_rows} x {sequence} tokens"))
     parts.append(Component("rollout logits", s.rollout_rows * shape.vocab * 4 * 3, "rollout",

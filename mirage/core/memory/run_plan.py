@@ -57,7 +57,8 @@ def settings_of(config: RunConfig, registries: Registries, *, ranks: int = 1,
         reference=config.algorithm.kl_coef > 0 or bool(getattr(options, "reference_env_options", None)),
         critic=critic, gradient_checkpointing=bool(getattr(options, "gradient_checkpointing", False)),
         lora=lora_of(config.model), ranks=ranks, fsdp=config.model.parallel == "fsdp",
-        sampling_copy=getattr(options, "sampling_weights", "policy") == "bfloat16")
+        sampling_copy=getattr(options, "sampling_weights", "policy") == "bfloat16",
+        float64_copy=getattr(options, "cross_score_dtype", "float32") == "float64")
     return settings, options
 
 

@@ -131,8 +131,10 @@ class Backend(Component, ABC):
         pairs = [(c, r) for r in responses for c in contexts]
         out = self.score([c for c, _ in pairs], [r for _, r in pairs])
         shape = (len(responses), len(contexts))
-        return CrossScores(out.logprobs.sum(-1).double().view(shape).cpu(),
-                           out.entropy.sum(-1).double().view(shape).cpu())
+        # each response's float32 terms summed in float64: a sum near -100 in float32 would
+        # round by up to about 1e-5 per term
+        return CrossScores(out.logprobs.double().sum(-1).view(shape).cpu(),
+                           out.entropy.double().sum(-1).view(shape).cpu())
 
     # ------------------------------------------------------------------ training (the seam)
     def train_step(self, rows: list["Row"], recipe: "LossRecipe") -> dict[str, float]:

@@ -16,7 +16,7 @@ from mirage.core.rl.backend import Backend, CrossScores, PolicyOutput
 from mirage.core.rl.image import Image
 from mirage.core.rl.prompt import images_of
 from mirage.plugins.backend_local import (chat_template, cross_scoring, decode, lora, precision, reference,
-                                          saved_processor, sharding, vision)
+                                          saved_processor, sharding, vision, widened)
 from mirage.core.rl.score_chunks import score_rows
 from mirage.plugins.backend_local import model as model_lib
 from mirage.plugins.backend_local.critic import AdapterValueModel, ValueModel
@@ -52,6 +52,7 @@ class LocalBackend(Backend):
         self._base_reference = False  # model.lora: the reference is the base, adapters disabled
         self.weights_version = 0  # bumped by every change to the policy's weights
         self.sampling_copy: SamplingCopy | None = None  # sampling_weights: bfloat16 (sampler.py)
+        self.widened = False  # a float64 copy of the policy is cross-scoring (widened.py)
 
     # ------------------------------------------------------------------ setup
     @classmethod
@@ -121,6 +122,8 @@ class LocalBackend(Backend):
             facts["decoder_fallback"] = decode.unsupported(self.model)
         if self.options.sampling_weights != "policy":
             facts["sampling_weights"] = self.options.sampling_weights
+        if self.options.cross_score_dtype != "float32":
+            facts["cross_score_dtype"] = self.options.cross_score_dtype
         return facts
 
     def encode(self, text: str) -> list[int]:
@@ -152,7 +155,7 @@ class LocalBackend(Backend):
 
     def compute(self):
         """The context every model call runs in (precision.compute)."""
-        return precision.compute(self.device, self.config.model.dtype)
+        return precision.compute(self.device, "float32" if self.widened else self.config.model.dtype)
 
     # ------------------------------------------------------------------ generation
     @torch.no_grad()
@@ -301,10 +304,13 @@ class LocalBackend(Backend):
     @torch.no_grad()
     def cross_score(self, contexts, responses, *, reuse_prefix: bool = True) -> CrossScores:
         """Each context is encoded once and every response teacher-forced after it
-        (cross_scoring.py: its keys and values are laid once per layer and chunk of pairs
-        beside theirs; for models the lean loop does not know, transformers' cache is
-        deep-copied, repeated and extended per chunk). ``reuse_prefix=False``: every pair
-        in full."""
+        (cross_scoring.py: the responses' prefix tree after each context's cached keys; for
+        models the lean loop does not know, transformers' cache is deep-copied, repeated
+        and extended per chunk). ``reuse_prefix=False``: every pair in full. Both in
+        float32, or in float64 with ``cross_score_dtype: float64`` (widened.py)."""
+        if self.options.cross_score_dtype == "float64" and not self.widened:
+            with widened.float64_policy(self):
+                return self.cross_score(contexts, responses, reuse_prefix=reuse_prefix)
         if not reuse_prefix:
             return super().cross_score(contexts, responses)
         if not contexts or not responses:
@@ -355,8 +361,8 @@ class LocalBackend(Backend):
                     logits = torch.cat([logits, rest.logits.float()], dim=1)
                 chunk_mask = mask[start : start + rows].float()
                 picked, spread = cross_scoring.token_stats(logits, chunk, chunk_mask)
-                logprobs[start : start + chunk.size(0), column] = picked.sum(-1).double().cpu()
-                entropy[start : start + chunk.size(0), column] = spread.sum(-1).double().cpu()
+                logprobs[start : start + chunk.size(0), column] = picked.double().sum(-1).cpu()
+                entropy[start : start + chunk.size(0), column] = spread.double().sum(-1).cpu()
         return CrossScores(logprobs, entropy)
 
     # ------------------------------------------------------------------ training

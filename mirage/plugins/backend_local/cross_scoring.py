@@ -1,12 +1,13 @@
 """Every response teacher-forced after every context (the MI proxies' cross-scoring),
-each context computed once.
+each context computed once and each shared beginning of the responses once per context.
 
 Each context is prefilled once (prompt_cache.prefill); its last logits predict every
-response's first token; the responses' other tokens run through the model in chunks of
-pairs, each pair attending to its context's cached keys (laid once per layer and chunk
-beside the pair's own keys, for one fused attention call). Results equal scoring every
-pair in full within float rounding (tests/plugins/test_decode.py and
-tests/plugins/test_diagnostics_policy.py compare them; bench/diagnostics.py times them).
+response's first token. The responses, in chunks, form a prefix tree (response_trie.py):
+each distinct prefix is one token of a sequence after each context, attending to its
+context's cached keys and, through a mask, to its ancestors (the prefixes it extends) in
+one fused attention call. Results equal scoring
+every pair in full within float rounding (tests/plugins/test_decode.py and
+tests/plugins/test_vision_cross_scoring.py compare them; bench/diagnostics.py times them).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from mirage.plugins.backend_local import prompt_cache
+from mirage.plugins.backend_local import prompt_cache, response_trie
 
-PAIRS = 256  # pairs teacher-forced at once, fewer where their logits would pass LOGITS
+NODES = 128  # tree nodes per chunk of responses: each attends to all of its chunk's (masked)
+ROWS = 4096  # node rows (contexts x nodes) teacher-forced at once
 LOGITS = 2**25  # floats of logits per chunk (128 MB in float32)
 
 
@@ -30,58 +32,67 @@ def token_stats(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
     return picked * mask, entropy * mask
 
 
+def _stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probs ``[..., V]`` and entropies ``[...]`` of ``logits``."""
+    log_probs = F.log_softmax(logits, dim=-1)
+    return log_probs, -(log_probs.exp() * log_probs).sum(-1)
+
+
 @torch.no_grad()
 def cross_score(model, contexts: list[list[int]], responses: list[list[int]], pad: int, embed=None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(logprobs, entropy)``, each ``[R, C]`` float64 on the CPU: response ``r``'s summed
     log-prob (and per-token entropy) after context ``c`` (0 for an empty response).
     ``embed``: the contexts' input embeddings from their padded ids, where pictures are
-    merged in (prompt_cache.prefill); the responses are text."""
+    merged in (prompt_cache.prefill); the responses are text. ``pad`` is unused: the
+    tree holds real tokens only."""
     device = model.device
     keys, values, lengths, first = prompt_cache.prefill(model, contexts, embed)
-    count = len(responses)
-    width = max(1, max(len(r) for r in responses))
-    ids = torch.full((count, width), pad, dtype=torch.long, device=device)
-    for row, response in enumerate(responses):
-        ids[row, : len(response)] = torch.tensor(response, device=device)
-    mask = (torch.arange(width, device=device)[None, :]
-            < torch.tensor([len(r) for r in responses], device=device)[:, None]).float()
-    logprobs = torch.zeros(count, len(contexts), dtype=torch.float64)
+    logprobs = torch.zeros(len(responses), len(contexts), dtype=torch.float64)
     entropy = torch.zeros_like(logprobs)
-    pairs = max(1, min(PAIRS, LOGITS // (width * model.config.vocab_size)))
-    per_chunk = max(1, pairs // count)  # contexts whose pairs go through together
-    for start in range(0, len(contexts), per_chunk):
-        block = slice(start, min(start + per_chunk, len(contexts)))
-        for first_row in range(0, count, pairs):
-            rows = slice(first_row, min(first_row + pairs, count))
-            picked, spread = _block(model, keys, values, lengths, first, block, ids[rows], mask[rows])
-            logprobs[rows, block] = picked.double().cpu()
-            entropy[rows, block] = spread.double().cpu()
+    # each response's first token, predicted by each context's last logits
+    first_lp, first_entropy = _stats(first)
+    scored = [r for r, z in enumerate(responses) if z]
+    if scored:
+        heads = torch.tensor([responses[r][0] for r in scored], device=device)
+        logprobs[scored] = first_lp[:, heads].T.double().cpu()
+        entropy[scored] = first_entropy[None, :].expand(len(scored), -1).double().cpu()
+    vocab = first.size(-1)
+    for chunk in response_trie.chunks(responses, NODES):
+        trie = response_trie.build([responses[r] for r in chunk], device)
+        if not len(trie.node):  # responses of one token: scored above
+            continue
+        per_block = max(1, min(ROWS // trie.size, LOGITS // (trie.size * vocab)))
+        rows = torch.tensor(chunk)
+        for start in range(0, len(contexts), per_block):
+            block = slice(start, min(start + per_block, len(contexts)))
+            picked, spread = _block(model, keys, values, lengths, block, trie, len(chunk))
+            logprobs[rows, block] += picked.T.cpu()
+            entropy[rows, block] += spread.T.cpu()
     return logprobs, entropy
 
 
-def _block(model, keys, values, lengths, first, block: slice, ids: torch.Tensor, mask: torch.Tensor
+def _block(model, keys, values, lengths, block: slice, trie: response_trie.Trie, responses: int
            ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scores ``[N, K]`` of responses ``ids`` ``[N, W]`` after the contexts in ``block``."""
-    device = ids.device
-    count, width = ids.shape
-    contexts = block.stop - block.start
-    # pairs context-major: pair k * N + n is response n after the block's k-th context
-    prompt = torch.arange(contexts, device=device).repeat_interleave(count)
+    """Summed scores ``[K, N]`` of the tree's ``responses`` (``N``) tokens after the first,
+    under the contexts in ``block`` (``K`` of them): one row per context, the tree's nodes
+    its sequence."""
+    device = trie.ids.device
+    contexts, size = block.stop - block.start, trie.size
     cache = prompt_cache.PromptCache([k[block] for k in keys], [v[block] for v in values], lengths[block],
-                                     [], [], prompt)
-    last = first[block].repeat_interleave(count, dim=0)[:, None]  # predicts each response's first token
-    logits = last
-    if width > 1:
-        inputs = ids[:, :-1].repeat(contexts, 1)
-        positions = lengths[block].repeat_interleave(count)[:, None] + torch.arange(width - 1, device=device)
+                                     [], [], torch.arange(contexts, device=device))
+    positions = lengths[block][:, None] + trie.depth[None, :]
+    seen = prompt_cache.prompt_mask(cache)
+    visible = torch.cat([seen[:, None, :].expand(-1, size, -1), trie.sees[None].expand(contexts, -1, -1)],
+                        dim=-1)[:, None]
 
-        visible = prompt_cache.causal_mask(cache, width - 1)
+    def attend(layer, attn, q, k, v):
+        return prompt_cache.attend_causal(q, k, v, cache, layer, attn.scaling, visible)
 
-        def attend(layer, attn, q, k, v):
-            return prompt_cache.attend_causal(q, k, v, cache, layer, attn.scaling, visible)
-
-        hidden = prompt_cache.layers(model, inputs, positions, attend)
-        logits = torch.cat([last, prompt_cache.logits(model, hidden)], dim=1)
-    picked, spread = token_stats(logits, ids.repeat(contexts, 1), mask.repeat(contexts, 1))
-    return picked.sum(-1).view(contexts, count).T, spread.sum(-1).view(contexts, count).T
+    hidden = prompt_cache.layers(model, trie.ids[None].expand(contexts, -1), positions, attend)
+    log_probs, node_entropy = _stats(prompt_cache.logits(model, hidden))
+    # summed in float64, as the full path sums (Backend.cross_score)
+    picked = log_probs[:, trie.node, trie.target].double()
+    sums = picked.new_zeros(contexts, responses).index_add_(1, trie.response, picked)
+    spread = picked.new_zeros(contexts, responses).index_add_(1, trie.response, node_entropy[:, trie.node].double())
+    return sums, spread

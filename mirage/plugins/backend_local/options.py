@@ -15,8 +15,8 @@ VISION_SHAPE = ("vision_hidden", "vision_layers")
 
 
 class LocalOptions(BaseModel):
-    """Used only without ``model.path`` except ``decoder`` and ``sampling_weights``: a given
-    checkpoint brings its own shape and skips the warm start."""
+    """Used only without ``model.path`` except ``decoder``, ``sampling_weights`` and
+    ``cross_score_dtype``: a given checkpoint brings its own shape and skips the warm start."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -62,6 +62,13 @@ class LocalOptions(BaseModel):
         "lean", description="how the local backend samples: its lean decode loop (the same samples "
         "as transformers' generate for a fixed seed, faster on CPU; Qwen2- and Llama-architecture "
         "models, others fall back) or transformers' model.generate",
+    )
+    cross_score_dtype: Literal["float32", "float64"] = Field(
+        "float32", description="the precision of the MI diagnostics' cross-scoring (every "
+        "reasoning under every prompt): the policy's float32, or a float64 copy of it made for "
+        "each check (widened.py). A float32 sum of 25-40 log-probs near -100 is off its exact "
+        "value by up to about 5e-5; float64 is exact to float64 rounding at about twice the "
+        "scoring time. Rollouts and the update are unaffected",
     )
     sampling_weights: Literal["policy", "bfloat16"] = Field(
         "policy", description="the weights rollouts are sampled from: the policy's own (float32, "

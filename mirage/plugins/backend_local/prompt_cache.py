@@ -3,7 +3,8 @@ attention that reads them once for all those rows; for Qwen2- and Llama-architec
 causal LMs (decode.unsupported says which models).
 
 decode.py samples with it (a rollout batch repeats each first prompt G times) and
-cross_scoring.py teacher-forces every response after every context with it. The model's
+cross_scoring.py teacher-forces every response after every context with it (the
+responses' prefix tree after each context). The model's
 own modules compute everything but attention (norms, projections, rotary embedding,
 MLP), so the numbers follow transformers' forward to float rounding.
 """
@@ -94,7 +95,8 @@ def attend_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: Prom
     """Attention of ``S`` new tokens per row (``q``, ``k``, ``v`` ``[R, H or KV, S, D]``) over
     the row's prompt and, causally, each other, through one fused attention call over
     ``[prompt, new]`` keys laid into one buffer (teacher forcing writes many scores: fusing
-    them beats reading the prompt once); ``mask`` ``[R, 1, S, P + S]`` from ``causal_mask``."""
+    them beats reading the prompt once); ``mask`` ``[R or 1, 1, S, P + S]``: what each new
+    token sees (a prefix tree's, cross_scoring.py; ``prompt_mask`` gives the prompt part)."""
     rows, kv_heads, span, dim = k.shape
     prompt = cache.prompt_keys[layer].size(2)
     keys = k.new_empty(rows, kv_heads, prompt + span, dim)
@@ -107,15 +109,11 @@ def attend_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: Prom
                                           enable_gqa=q.size(1) != kv_heads)
 
 
-def causal_mask(cache: PromptCache, span: int) -> torch.Tensor:
-    """``[R, 1, S, P + S]``: new token ``s`` of a row sees its prompt's real positions and
-    new tokens up to ``s``."""
-    device = cache.prompt_length.device
+def prompt_mask(cache: PromptCache) -> torch.Tensor:
+    """``[R, P]``: which of its prompt's positions each row sees (the real ones)."""
     prompt = cache.prompt_keys[0].size(2)
-    real = torch.arange(prompt, device=device)[None, :] < cache.prompt_length[cache.prompt][:, None]
-    causal = torch.ones(span, span, dtype=torch.bool, device=device).tril()
-    return torch.cat([real[:, None, :].expand(-1, span, -1), causal[None].expand(len(real), -1, -1)],
-                     dim=-1)[:, None]
+    return (torch.arange(prompt, device=cache.prompt_length.device)[None, :]
+            < cache.prompt_length[cache.prompt][:, None])
 
 
 def layers(model, ids: torch.Tensor, positions: torch.Tensor, attend,
