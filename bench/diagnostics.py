@@ -4,8 +4,9 @@ diagnostic per check, and their share of an iteration at the configured cadences
 Builds one session (RunConfig's defaults, or the test suite's tiny model with
 ``--tiny``), rolls out one step-1 batch, then times on it: cross-scoring in both MI
 scopes (first turn; trajectory, ``trajectory_samples`` turns) through the backend's
-shared prompt cache, through the old copied cache, and with every pair scored in full
-(and the largest difference from full); each diagnostic's ``measure`` (``mi``
+shared prompt cache and the responses' prefix tree, through the old copied cache, and
+with every pair scored in full (and the largest difference from full), then the shared
+and full ways again in float64 (``cross_score_dtype: float64``); each diagnostic's ``measure`` (``mi``
 with all scopes, ``reward``, ``grad``); and ``--iterations`` plain iterations (rollout,
 score, filter, update; no diagnostics). The share of an iteration is the amortised cost,
 mi / diagnostics.every + grad / diagnostics.options.grad.every + reward, over the iteration
@@ -36,6 +37,7 @@ from mirage.core.rl.batch import make_batch
 from mirage.core.run import threads
 from mirage.core.run.loop import cache_dir, open_session, run_step, score_batch, step_seeds
 from mirage.core.run.validate import build_config, validate_config
+from mirage.plugins.backend_local import cross_scoring, response_trie
 from mirage.plugins.diagnostics.cross_scoring import assign_columns, first_turns, sampled_turns
 
 
@@ -107,16 +109,37 @@ def main() -> None:
         columns, _ = assign_columns([t.prompt for t in turns])
         reasonings = [z for z in (session.backend.encode(t.reasoning) for t in turns) if z]
         backend = session.backend
+        float32, float64 = backend.options, backend.options.model_copy(update={"cross_score_dtype": "float64"})
+
+        def widened(fn):
+            def call():
+                backend.options = float64
+                try:
+                    return fn()
+                finally:
+                    backend.options = float32
+            return call
+
         timings = interleaved({
             "shared": lambda: backend.cross_score(columns, reasonings),
             "copied": lambda: backend.cross_score_copied(columns, reasonings),
-            "full": lambda: backend.cross_score(columns, reasonings, reuse_prefix=False)}, args.repeats)
-        (reuse_s, reused), (copy_s, copied), (full_s, full) = timings.values()
+            "full": lambda: backend.cross_score(columns, reasonings, reuse_prefix=False),
+            "shared64": widened(lambda: backend.cross_score(columns, reasonings)),
+            "full64": widened(lambda: backend.cross_score(columns, reasonings, reuse_prefix=False)),
+        }, args.repeats)
+        (reuse_s, reused), (copy_s, copied), (full_s, full), (reuse64_s, reused64), (full64_s, full64) = \
+            timings.values()
+        nodes = sum(response_trie.build([reasonings[r] for r in chunk], torch.device("cpu")).size
+                    for chunk in response_trie.chunks(reasonings, cross_scoring.NODES))
         scoring[scope] = {
             "shape": f"{len(reasonings)} x {len(columns)}",
             "tokens": (statistics.fmean(len(c) for c in columns), statistics.fmean(len(z) for z in reasonings)),
+            "nodes": (nodes, sum(max(len(z) - 1, 0) for z in reasonings)),
             "seconds": (reuse_s, copy_s, full_s),
             "difference": max(float((out.logprobs - full.logprobs).abs().max()) for out in (reused, copied)),
+            "float64": (reuse64_s, full64_s, float((reused64.logprobs - full64.logprobs).abs().max()),
+                        float((full.logprobs - full64.logprobs).abs().max()),
+                        float((reused.logprobs - full64.logprobs).abs().max())),
         }
 
     costs = {}
@@ -143,12 +166,21 @@ def main() -> None:
           f"{chosen.count} threads ({chosen.reason}), medians of {args.repeats}\n")
     print("cross-scoring, seconds: shared prompt cache (the default), the copied cache (the old path, and the "
           "fallback for other models), every pair in full; speed-ups against full")
-    print(f"{'scope':<11}{'Z x prompts':>12}{'tokens':>10}{'shared':>9}{'copied':>9}{'full':>9}"
+    print(f"{'scope':<11}{'Z x prompts':>12}{'tokens':>10}{'tree nodes':>16}{'shared':>9}{'copied':>9}{'full':>9}"
           f"{'shared x':>9}{'copied x':>9}{'max |diff|':>11}")
     for scope, row in scoring.items():
         shared, copied, full = row["seconds"]
-        print(f"{scope:<11}{row['shape']:>12}{'%.0f+%.0f' % row['tokens']:>10}{shared:>9.3f}{copied:>9.3f}"
-              f"{full:>9.3f}{full / shared:>9.2f}{full / copied:>9.2f}{row['difference']:>11.1e}")
+        print(f"{scope:<11}{row['shape']:>12}{'%.0f+%.0f' % row['tokens']:>10}{'%d of %d' % row['nodes']:>16}"
+              f"{shared:>9.3f}{copied:>9.3f}{full:>9.3f}{full / shared:>9.2f}{full / copied:>9.2f}"
+              f"{row['difference']:>11.1e}")
+    print("\nthe same in float64 (model.options.cross_score_dtype: float64), and each float32 way's largest "
+          "difference from the float64 scores")
+    print(f"{'scope':<11}{'shared':>9}{'full':>9}{'shared x':>9}{'max |diff|':>11}{'full32 vs 64':>13}"
+          f"{'shared32 vs 64':>15}")
+    for scope, row in scoring.items():
+        shared, full, difference, full_error, shared_error = row["float64"]
+        print(f"{scope:<11}{shared:>9.3f}{full:>9.3f}{full / shared:>9.2f}{difference:>11.1e}{full_error:>13.1e}"
+              f"{shared_error:>15.1e}")
     print()
     print(f"{'diagnostic':<14}{'s per check':>12}{'every':>8}{'s per iter':>12}{'share':>9}")
     for name, seconds in costs.items():
