@@ -15,7 +15,7 @@ from mirage.core.run.loop import cache_dir, open_session
 from mirage.core.run.scoring import score_batch
 from mirage.core.run.stages import rollout
 from mirage.core.run.validate import build_config, validate_config
-from mirage.plugins.backend_local import pretrained_warmstart
+from mirage.plugins.backend_local import packed_linear, pretrained_warmstart
 from mirage.plugins.backend_local.backend import LocalBackend
 
 CONTEXTS = [[5, 6, 7], [5, 8]]
@@ -38,8 +38,10 @@ def session_of(tiny_config, *, lora=None, **sections):
 
 
 def sampled_weights(backend: LocalBackend) -> dict[str, torch.Tensor]:
-    """The weights the next sample is drawn with, cloned."""
-    return {name: tensor.clone() for name, tensor in backend.sampling_model().state_dict().items()}
+    """The weights the next sample is drawn with, cloned (packed ones recovered from their
+    packed layout: what the copy multiplies by)."""
+    backend.sampling_model()  # brought up to date
+    return {name: tensor.clone() for name, tensor in backend.sampling_copy.weights().items()}
 
 
 def assert_holds_the_policy_cast(backend: LocalBackend) -> dict[str, torch.Tensor]:
@@ -139,3 +141,20 @@ def test_the_vllm_backend_refuses_the_local_samplers_option(tiny_config):
     data["model"]["backend"] = "vllm"
     problem = VLLMBackend.config_problem(build_config(data))
     assert problem and "sampling_weights" in problem and "model.dtype" in problem
+
+
+@pytest.mark.skipif(not packed_linear.available(torch.device("cpu")), reason="no oneDNN bfloat16 on this CPU")
+def test_on_a_cpu_the_copys_linear_weights_are_packed_and_multiply_as_the_plain_ones(tiny_config):
+    backend = session_of(tiny_config).backend
+    backend.generate(CONTEXTS, temperature=1.0, greedy=False, max_new_tokens=2)
+    copy = backend.sampling_copy
+    assert copy.packed and all(layer.packed is not None for layer in copy.packed)
+    policy = backend.merged_weights()
+    names = {id(layer): name for name, layer in copy.model.named_modules()}
+    for layer in copy.packed:
+        plain = policy[names[id(layer)] + ".weight"].to(torch.bfloat16)
+        # freed unless another module shares it (the tied embedding)
+        assert layer.weight.numel() == 0 or layer.weight.data_ptr() == copy.model.get_input_embeddings().weight.data_ptr()
+        for rows in (16, 5):
+            x = torch.randn(rows, plain.size(1), dtype=torch.bfloat16)
+            assert torch.equal(layer(x), torch.nn.functional.linear(x, plain, layer.bias))

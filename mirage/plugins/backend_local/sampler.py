@@ -32,6 +32,8 @@ import copy
 
 import torch
 
+from mirage.plugins.backend_local import packed_linear
+
 DTYPE = torch.bfloat16
 
 
@@ -48,10 +50,23 @@ class SamplingCopy:
             for parameter in self.model.parameters():
                 parameter.data = parameter.data.to(DTYPE)
         self.model.to(device).eval().requires_grad_(False)
+        # on a CPU, oneDNN lays each linear weight out once (packed_linear.py)
+        self.packed = packed_linear.convert(self.model) if packed_linear.available(device) else []
         self.version: int | None = None  # nothing loaded yet
 
     @torch.no_grad()
     def refresh(self, weights: dict[str, torch.Tensor], version: int) -> None:
         """Load the policy's ``weights`` (plain names, float32) cast to bfloat16."""
+        packed_linear.unpack(self.packed)
         self.model.load_state_dict(weights, strict=True)
+        packed_linear.pack(self.model, self.packed)
         self.version = version
+
+    @torch.no_grad()
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The copy's weights by name (a packed layer's recovered from its packed layout)."""
+        names = {id(layer): name for name, layer in self.model.named_modules()}
+        out = dict(self.model.state_dict())
+        for layer in self.packed:
+            out[names[id(layer)] + ".weight"] = packed_linear.weight(layer)
+        return out
