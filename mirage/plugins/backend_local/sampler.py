@@ -13,7 +13,8 @@ The copy is a plain model of the policy's architecture: with LoRA the adapter is
 bfloat16 and its buffers stay as the policy's (the rotary frequencies in float32: in
 bfloat16 a position's angle would be off by up to position x 2^-9 radians). Its samples
 cannot be the float32 policy's for a seed anyway, so the lean loop draws them by inverse
-CDF (decode.py), and on the CPU keeps their attention in float32. On SmolLM2-135M, one
+CDF (decode.py), and on the CPU keeps their attention in float32 and multiplies by linear
+weights that oneDNN laid out once per refresh (packed_linear.py). On SmolLM2-135M, one
 thread, about 3x the sampled tokens a second of transformers' generate in float32 and
 1.7x the lean loop's (bench/real_model.py); the tiny policy, whose decode steps are bound
 by per-operation overhead rather than by reading weights, gains nothing.
