@@ -6,7 +6,8 @@ bfloat16 ``F.linear`` reorders the weight for oneDNN at every call; a weight reo
 (``torch.ops.mkldnn._reorder_linear_weight``) and multiplied by
 ``torch.ops.mkldnn._linear_pointwise`` gives bit-identical outputs in about three quarters
 of the time at 16 rows on SmolLM2-135M's shapes, and the same time at a prefill's 768 rows
-(bench/real_model.py measures the whole loop). The plain weight is freed once packed,
+(on a 2-core Xeon without AMX; the whole decode loop of 32 new tokens took 6.78 s against
+7.47 s, interleaved, README "Sampling a real model in bfloat16"). The plain weight is freed once packed,
 unless another module shares it (tied embeddings), so the copy stays 2 bytes a parameter.
 """
 
