@@ -132,12 +132,12 @@ def full_pair_scores(model, contexts, responses):
     return logprobs, entropy
 
 
-@pytest.mark.parametrize("pairs", [256, 5])
+@pytest.mark.parametrize("nodes", [128, 5])
 @pytest.mark.parametrize("kv_heads", [4, 2])
-def test_cross_scoring_equals_scoring_every_pair_in_full(monkeypatch, pairs: int, kv_heads: int) -> None:
-    """Chunks of 5 pairs split a context's responses across chunks; 256 takes several
-    contexts at once."""
-    monkeypatch.setattr(cross_scoring, "NODES", pairs)
+def test_cross_scoring_equals_scoring_every_pair_in_full(monkeypatch, nodes: int, kv_heads: int) -> None:
+    """Chunks of at most 5 tree nodes split the responses across chunks; 128 takes them
+    all at once."""
+    monkeypatch.setattr(cross_scoring, "NODES", nodes)
     check_cross_scoring(tiny_qwen(8, kv_heads=kv_heads), atol=1e-4)
 
 

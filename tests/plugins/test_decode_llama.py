@@ -95,9 +95,9 @@ def test_seeded_rows_sample_what_generate_samples_for_each_row_alone(sampling: s
     assert len({len(row) for row in got}) > 2
 
 
-@pytest.mark.parametrize("pairs", [256, 5])
+@pytest.mark.parametrize("nodes", [128, 5])
 @pytest.mark.parametrize("kv_heads,bias", [(4, False), (2, True)], ids=["mha", "gqa-bias"])
-def test_cross_scoring_equals_scoring_every_pair_in_full_on_llama(monkeypatch, pairs: int, kv_heads: int,
+def test_cross_scoring_equals_scoring_every_pair_in_full_on_llama(monkeypatch, nodes: int, kv_heads: int,
                                                                    bias: bool) -> None:
-    monkeypatch.setattr(cross_scoring, "NODES", pairs)
+    monkeypatch.setattr(cross_scoring, "NODES", nodes)
     check_cross_scoring(tiny_llama(8, kv_heads=kv_heads, bias=bias), atol=1e-5)
