@@ -5,9 +5,9 @@ Each context is prefilled once (prompt_cache.prefill); its last logits predict e
 response's first token. The responses, in chunks, form a prefix tree (response_trie.py):
 each distinct prefix is one token of a sequence after each context, attending to its
 context's cached keys and, through a mask, to its ancestors (the prefixes it extends) in
-one fused attention call. Results equal scoring
-every pair in full within float rounding (tests/plugins/test_decode.py and
-tests/plugins/test_vision_cross_scoring.py compare them; bench/diagnostics.py times them).
+one fused attention call. Results equal scoring every pair in full within float rounding
+(tests/plugins/test_decode.py and tests/plugins/test_vision_cross_scoring.py compare them;
+bench/diagnostics.py times them).
 """
 
 from __future__ import annotations
@@ -22,20 +22,19 @@ ROWS = 4096  # node rows (contexts x nodes) teacher-forced at once
 LOGITS = 2**25  # floats of logits per chunk (128 MB in float32)
 
 
-def token_stats(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Masked log-probs of ``targets`` ``[B, L]`` and policy entropies ``[B, L]`` from the
-    next-token ``logits`` ``[B, L, V]`` that predict them."""
-    log_probs = F.log_softmax(logits, dim=-1)
-    picked = log_probs.gather(-1, targets[:, :, None]).squeeze(-1)
-    entropy = -(log_probs.exp() * log_probs).sum(-1)
-    return picked * mask, entropy * mask
-
-
 def _stats(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs ``[..., V]`` and entropies ``[...]`` of ``logits``."""
     log_probs = F.log_softmax(logits, dim=-1)
     return log_probs, -(log_probs.exp() * log_probs).sum(-1)
+
+
+def token_stats(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Masked log-probs of ``targets`` ``[B, L]`` and policy entropies ``[B, L]`` from the
+    next-token ``logits`` ``[B, L, V]`` that predict them."""
+    log_probs, entropy = _stats(logits)
+    picked = log_probs.gather(-1, targets[:, :, None]).squeeze(-1)
+    return picked * mask, entropy * mask
 
 
 @torch.no_grad()
