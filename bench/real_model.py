@@ -25,6 +25,13 @@ larger of its rates measured before and after the work: the other load moves): s
 counts 2 x parameters FLOPs per sampled token (prefill and attention left out), the update
 6 x parameters per row token. Numbers, not pass/fail.
 
+"floor" (the float32 lean loop's and the bfloat16 copy's) is the rate the path would reach
+if its linear products were all it did: the prefill's products for the distinct prompts
+and one decode step's products per new token, at the path's own precision and layout,
+the weights streaming through memory as in the loop (``linear_floor``). Its "x generate"
+is therefore the most any path at that precision can reach on this machine: where it is
+under 3, no work on norms, attention or draws brings sampling to 3x generate here.
+
     .venv/bin/python bench/real_model.py [--threads 1 2] [--repeats 3] [--update-repeats 1]
         [--models tiny smollm2] [--context 192] [--new 64]
 
@@ -72,6 +79,24 @@ cores were catastrophic: the tiny policy's sampling ran at 42 tok/s against 2438
 64 --update-repeats 0``), and a SmolLM2 round at 2 threads did not finish in 17 minutes.
 Runs choose one thread on a busy machine (``threads: auto``), where the policy does not
 matter.
+
+The floor, on the 2-core Xeon without AMX (avx512_bf16 only), 7 December 2026, idle (load
+0.9 at the start, 1.4 at the end, only this run), ``OMP_WAIT_POLICY=PASSIVE
+.venv/bin/python bench/real_model.py --models smollm2 --repeats 3 --update-repeats 0``:
+
+| threads | generate fp32 | lean fp32 | lean autocast | lean bf16 copy | copy / generate | fp32 floor | bf16 copy floor |
+|---|---|---|---|---|---|---|---|
+| 1 | 42.1 tok/s | 69.9 | 62.4 | 75.6 | 1.79x | 117.1 (2.78x) | 131.2 (3.11x) |
+| 2 | 52.2 | 58.1 | 55.0 | 72.1 | 1.38x | 134.3 (2.57x) | 114.0 (2.19x) |
+
+(this host ran slower than at 00:26 the same day, when generate made 52.0 tok/s at one
+thread and the copy 93.6: the ratios, not the rates, carry over.) The copy's linear
+products alone take 7.8 s of a round at one thread, against generate's whole round of
+22-25 s: 3x would leave 0.3 s for everything else, which takes the other 5.7 s of the
+copy's 13.5 s round (norms, rotary embedding, attention, draws). At two threads even the products alone are under 3x. On
+this CPU bfloat16 products run at half float32's rate (77-107 against 143-268 GFLOP/s in
+this run), so neither precision reaches 3x; on the AMX CPU above, bfloat16 products ran at
+1193-1447 GFLOP/s and the copy reached 2.6-3.3x.
 """
 
 from __future__ import annotations
@@ -98,6 +123,7 @@ PATHS = {  # name: the local backend's settings
     "lean bf16 copy": {"options": {"sampling_weights": "bfloat16"}},
 }
 BFLOAT16_PATHS = ("lean autocast", "lean bf16 copy")
+FLOOR_PATHS = ("lean fp32", "lean bf16 copy")  # whose linear floor is printed
 
 
 def models() -> dict[str, torch.nn.Module]:
@@ -131,8 +157,40 @@ def limits(model: torch.nn.Module) -> dict[torch.dtype, float]:
     return {dtype: matmul_rate(shape, repeats=10, dtype=dtype) for dtype in (torch.float32, torch.bfloat16)}
 
 
-def sampling(model, args) -> dict[str, list[float]]:
-    """Seconds per round of each path, the paths taking turns (each round's on stderr)."""
+@torch.no_grad()
+def linear_floor(model: torch.nn.Module, args, repeats: int = 3) -> float:
+    """Seconds that the lean loop's linear products alone take for one sampling round on
+    ``model`` (the policy, or the sampling copy with its packed layers): every linear layer
+    but the head at the distinct prompts' ``--prompts`` x ``--context`` rows (the prefill;
+    the head at one row a prompt), then ``--new`` decode steps of every layer at ``--prompts``
+    x ``--group`` rows, the weights cycling through memory as in the loop. Norms, rotary
+    embedding, attention and the draw are left out: no path that multiplies by these
+    weights at this precision can sample a round faster on this machine. Median of ``repeats``."""
+    head = model.get_output_embeddings()
+    body = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m is not head]
+    dtype = head.weight.dtype
+
+    def products(rows: int, head_rows: int) -> None:
+        inputs = {size: torch.randn(rows, size, dtype=dtype) for size in {m.in_features for m in body}}
+        for layer in body:
+            layer(inputs[layer.in_features])
+        head(torch.randn(head_rows, head.in_features, dtype=dtype))
+
+    def round_() -> float:
+        mark = time.perf_counter()
+        products(args.prompts * args.context, args.prompts)
+        prefill = time.perf_counter() - mark
+        mark = time.perf_counter()
+        products(args.prompts * args.group, args.prompts * args.group)
+        return prefill + args.new * (time.perf_counter() - mark)
+
+    round_()  # warm-up
+    return statistics.median(round_() for _ in range(repeats))
+
+
+def sampling(model, args) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Seconds per round of each path, the paths taking turns (each round's on stderr), and
+    the linear floor (:func:`linear_floor`) of the lean fp32 loop and of the bfloat16 copy."""
     backends = {name: backend_for(model, **section) for name, section in PATHS.items()}
     contexts = contexts_for(model.config.vocab_size, args.prompts, args.group, args.context)
     settings = dict(temperature=1.0, greedy=False, max_new_tokens=args.new)
@@ -148,7 +206,8 @@ def sampling(model, args) -> dict[str, list[float]]:
             assert sum(map(len, out)) == len(contexts) * args.new, name
         print("  round: " + ", ".join(f"{name} {s[-1]:.1f} s" for name, s in seconds.items()), file=sys.stderr,
               flush=True)
-    return seconds
+    floors = {name: linear_floor(backends[name].sampling_model(), args) for name in FLOOR_PATHS}
+    return seconds, floors
 
 
 def update_seconds(model, args) -> list[float]:
@@ -197,7 +256,7 @@ def main() -> None:
         for count in args.threads:
             torch.set_num_threads(count)
             before = limits(model)
-            seconds = sampling(model, args)
+            seconds, floors = sampling(model, args)
             # the load moves: the larger of the limits measured before and after the sampling
             limit = {dtype: max(rate, before[dtype]) for dtype, rate in limits(model).items()}
             tokens = args.prompts * args.group * args.new
@@ -210,6 +269,12 @@ def main() -> None:
                       f"{2 * params * rate / limit[dtype]:>9.2%} {versus['generate fp32']:>9.2f}x "
                       f"{versus['lean fp32']:>6.2f}x  {limit[torch.float32] / 1e9:.0f}, "
                       f"{limit[torch.bfloat16] / 1e9:.0f}", flush=True)
+            generate_rate = tokens / statistics.median(seconds["generate fp32"])
+            for path, floor in floors.items():
+                print(f"{name:<8} {params / 1e6:>6.1f}M {count:>3} {path.removeprefix('lean ') + ' floor':<15} "
+                      f"{tokens / floor:>8.1f} "
+                      f"{'':>9} {tokens / floor / generate_rate:>9.2f}x  (linear products alone: {floor:.1f} s "
+                      f"a round; the most this path can reach here)", flush=True)
             if args.update_repeats:
                 step = statistics.median(update_seconds(model, args))
                 after = limits(model)[torch.float32]
