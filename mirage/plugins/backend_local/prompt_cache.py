@@ -4,9 +4,10 @@ causal LMs (decode.unsupported says which models).
 
 decode.py samples with it (a rollout batch repeats each first prompt G times) and
 cross_scoring.py teacher-forces every response after every context with it (the
-responses' prefix tree after each context). The model's
-own modules compute everything but attention (norms, projections, rotary embedding,
-MLP), so the numbers follow transformers' forward to float rounding.
+responses' prefix tree after each context). The model's own modules compute the norms,
+projections, MLP and rotary angles; attention and the rotation itself (transformers'
+``apply_rotary_pos_emb`` bit for bit, in fewer operations) are computed here, so the
+numbers follow transformers' forward to float rounding.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-# the same function in modeling_qwen2 and modeling_llama (rotate-half RoPE)
-from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 
 @dataclass
@@ -45,6 +44,13 @@ class PromptCache:
             rank = torch.empty_like(self.prompt)
             rank[order] = torch.arange(len(self.prompt), device=self.prompt.device) - first[self.prompt[order]]
             self.slot = self.prompt * self.per_prompt + rank
+        # the row in each slot of the per-prompt layout (a slot no row fills reads row 0: its
+        # products are never read back), and each row's padded prompt positions [R, 1, 1, P];
+        # both hold for every layer and step of a decode, so they are made once here
+        self.row_of_slot = torch.zeros(self.prompt_length.numel() * self.per_prompt, dtype=torch.long,
+                                       device=self.prompt.device)
+        self.row_of_slot[self.slot] = torch.arange(len(self.prompt), device=self.prompt.device)
+        self.padding = ~prompt_mask(self)[:, None, None, :]
 
     def select(self, rows: torch.Tensor) -> PromptCache:
         """The cache of ``rows`` only (its own parts copied, the prompts' shared)."""
@@ -54,11 +60,10 @@ class PromptCache:
 
     def by_prompt(self, x: torch.Tensor) -> torch.Tensor:
         """Rows' ``x`` ``[R, KV, M, N]`` laid out per prompt ``[U * KV, per_prompt * M, N]``
-        (zeros where a prompt has fewer rows)."""
+        (where a prompt has fewer rows, its spare slots repeat row 0: ``by_row`` never reads them)."""
         rows, heads, m, n = x.shape
         prompts = self.prompt_length.numel()
-        laid = x.new_zeros(prompts * self.per_prompt, heads, m, n)
-        laid[self.slot] = x
+        laid = x.index_select(0, self.row_of_slot)
         return laid.view(prompts, self.per_prompt, heads, m, n).transpose(1, 2).reshape(prompts * heads, -1, n)
 
     def by_row(self, x: torch.Tensor, heads: int) -> torch.Tensor:
@@ -80,8 +85,7 @@ def attend(q: torch.Tensor, own_k: torch.Tensor, own_v: torch.Tensor, cache: Pro
     own = (q @ own_k.transpose(-1, -2)).float() * scale
     prompt_k = cache.prompt_keys[layer].flatten(0, 1)  # [U * KV, P, D]
     shared = cache.by_row(cache.by_prompt(q) @ prompt_k.transpose(-1, -2), kv_heads).float() * scale
-    real = torch.arange(shared.size(-1), device=q.device)[None, :] < cache.prompt_length[cache.prompt][:, None]
-    shared = shared.masked_fill(~real[:, None, None, :], float("-inf"))
+    shared = shared.masked_fill(cache.padding, float("-inf"))
     top = torch.maximum(own.amax(-1, keepdim=True), shared.amax(-1, keepdim=True))
     own, shared = (own - top).exp(), (shared - top).exp()
     total = own.sum(-1, keepdim=True) + shared.sum(-1, keepdim=True)
@@ -124,7 +128,7 @@ def layers(model, ids: torch.Tensor, positions: torch.Tensor, attend,
     merged in), else the model's embedding of ``ids``."""
     body = model.model
     hidden = body.embed_tokens(ids) if embeds is None else embeds
-    cos, sin = body.rotary_emb(hidden, positions)
+    rotate = rotary(*body.rotary_emb(hidden, positions))
     for index, layer in enumerate(body.layers):
         attn = layer.self_attn
         residual = hidden
@@ -133,11 +137,28 @@ def layers(model, ids: torch.Tensor, positions: torch.Tensor, attend,
         q = attn.q_proj(x).view(shape).transpose(1, 2)
         k = attn.k_proj(x).view(shape).transpose(1, 2)
         v = attn.v_proj(x).view(shape).transpose(1, 2)
-        q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        q, k = rotate(q), rotate(k)
         out = attend(index, attn, q, k, v)
         hidden = residual + attn.o_proj(out.transpose(1, 2).reshape(*ids.shape, -1))
         hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
     return hidden
+
+
+def rotary(cos: torch.Tensor, sin: torch.Tensor):
+    """The rotation at ``cos`` and ``sin`` ``[R, S, D]`` (the model's rotary module's), as a
+    function of queries or keys ``[R, H, S, D]``: transformers' ``apply_rotary_pos_emb``
+    bit for bit, ``x cos + rotate_half(x) sin`` with ``rotate_half(x) = [-x2, x1]``, written
+    as ``x cos + roll(x) sin'`` with the sign on the first half of ``sin'``, made once for
+    every layer (a product's sign is exact, so ``(-a) b == a (-b)``): four operations a
+    tensor instead of eight, run twice a layer at every decode step."""
+    half = cos.size(-1) // 2
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    signed = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
+
+    def rotate(x: torch.Tensor) -> torch.Tensor:
+        return x * cos + x.roll(half, dims=-1) * signed
+
+    return rotate
 
 
 def logits(model, hidden: torch.Tensor) -> torch.Tensor:
