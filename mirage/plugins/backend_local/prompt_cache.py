@@ -150,7 +150,7 @@ def rotary(cos: torch.Tensor, sin: torch.Tensor):
     bit for bit, ``x cos + rotate_half(x) sin`` with ``rotate_half(x) = [-x2, x1]``, written
     as ``x cos + roll(x) sin'`` with the sign on the first half of ``sin'``, made once for
     every layer (a product's sign is exact, so ``(-a) b == a (-b)``): four operations a
-    tensor instead of eight, run twice a layer at every decode step."""
+    tensor instead of seven, run twice a layer at every decode step."""
     half = cos.size(-1) // 2
     cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
     signed = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
