@@ -150,7 +150,7 @@ def test_responses_that_begin_alike_score_as_each_alone(monkeypatch, nodes: int)
     model = tiny_qwen(3, kv_heads=2)
     contexts = grouped_contexts(11, prompts=3, group=1)
     responses = [[5, 6, 7, 8, 9], [5, 6, 7, 10], [5, 6, 11], [5, 6, 7, 8, 9], [12], [], [5, 13, 7, 8]]
-    logprobs, entropy = cross_scoring.cross_score(model, contexts, responses, PAD)
+    logprobs, entropy = cross_scoring.cross_score(model, contexts, responses)
     want_logprobs, want_entropy = full_pair_scores(model, contexts, responses)
     assert torch.allclose(logprobs, want_logprobs, atol=1e-5, rtol=0)
     assert torch.allclose(entropy, want_entropy, atol=1e-5, rtol=0)
@@ -163,7 +163,7 @@ def check_cross_scoring(model, atol: float) -> None:
     rng = random.Random(9)
     contexts = grouped_contexts(10, prompts=4, group=1)
     responses = [[rng.randrange(3, VOCAB) for _ in range(n)] for n in (1, 7, 3, 12, 1, 5)]
-    logprobs, entropy = cross_scoring.cross_score(model, contexts, responses, PAD)
+    logprobs, entropy = cross_scoring.cross_score(model, contexts, responses)
     want_logprobs, want_entropy = full_pair_scores(model, contexts, responses)
     assert logprobs.shape == (6, 4)
     assert torch.allclose(logprobs, want_logprobs, atol=atol, rtol=0)

@@ -319,16 +319,14 @@ class LocalBackend(Backend):
         self.model.eval()
         with self.compute():
             if decode.unsupported(self.model) is None:
-                return CrossScores(*cross_scoring.cross_score(self.model, contexts, responses,
-                                                              self.tokenizer.pad_token_id))
+                return CrossScores(*cross_scoring.cross_score(self.model, contexts, responses))
             part = vision.language_part(self.model)
             if part is not None and decode.unsupported(part) is None:
                 # a LLaVA policy: each context's pictures merged into its prefill, the
                 # responses through the text model alone
                 def embed(ids):
                     return vision.merged_embeddings(self.model, ids, self.seen(contexts, ids))
-                return CrossScores(*cross_scoring.cross_score(part, contexts, responses,
-                                                              self.tokenizer.pad_token_id, embed))
+                return CrossScores(*cross_scoring.cross_score(part, contexts, responses, embed))
             return self.cross_score_copied(contexts, responses)
 
     @torch.no_grad()

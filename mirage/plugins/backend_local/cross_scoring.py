@@ -38,13 +38,13 @@ def token_stats(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
 
 
 @torch.no_grad()
-def cross_score(model, contexts: list[list[int]], responses: list[list[int]], pad: int, embed=None
+def cross_score(model, contexts: list[list[int]], responses: list[list[int]], embed=None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(logprobs, entropy)``, each ``[R, C]`` float64 on the CPU: response ``r``'s summed
     log-prob (and per-token entropy) after context ``c`` (0 for an empty response).
     ``embed``: the contexts' input embeddings from their padded ids, where pictures are
-    merged in (prompt_cache.prefill); the responses are text. ``pad`` is unused: the
-    tree holds real tokens only."""
+    merged in (prompt_cache.prefill); the responses are text (the tree holds real tokens
+    only: no padding)."""
     device = model.device
     keys, values, lengths, first = prompt_cache.prefill(model, contexts, embed)
     logprobs = torch.zeros(len(responses), len(contexts), dtype=torch.float64)

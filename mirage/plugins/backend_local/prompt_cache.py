@@ -13,6 +13,7 @@ numbers follow transformers' forward to float rounding.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 import torch.nn.functional as F
@@ -44,13 +45,21 @@ class PromptCache:
             rank = torch.empty_like(self.prompt)
             rank[order] = torch.arange(len(self.prompt), device=self.prompt.device) - first[self.prompt[order]]
             self.slot = self.prompt * self.per_prompt + rank
-        # the row in each slot of the per-prompt layout (a slot no row fills reads row 0: its
-        # products are never read back), and each row's padded prompt positions [R, 1, 1, P];
-        # both hold for every layer and step of a decode, so they are made once here
-        self.row_of_slot = torch.zeros(self.prompt_length.numel() * self.per_prompt, dtype=torch.long,
-                                       device=self.prompt.device)
-        self.row_of_slot[self.slot] = torch.arange(len(self.prompt), device=self.prompt.device)
-        self.padding = ~prompt_mask(self)[:, None, None, :]
+
+    # attend's per-cache layouts: they hold for every layer and step of a decode, so they are
+    # made once, at the first use (cross-scoring, which attends otherwise, never makes them)
+    @cached_property
+    def row_of_slot(self) -> torch.Tensor:
+        """``[U * per_prompt]``: the row in each slot of the per-prompt layout (a slot no row
+        fills reads row 0: its products are never read back)."""
+        rows = torch.zeros(self.prompt_length.numel() * self.per_prompt, dtype=torch.long, device=self.prompt.device)
+        rows[self.slot] = torch.arange(len(self.prompt), device=self.prompt.device)
+        return rows
+
+    @cached_property
+    def padding(self) -> torch.Tensor:
+        """``[R, 1, 1, P]``: each row's padded prompt positions."""
+        return ~prompt_mask(self)[:, None, None, :]
 
     def select(self, rows: torch.Tensor) -> PromptCache:
         """The cache of ``rows`` only (its own parts copied, the prompts' shared)."""

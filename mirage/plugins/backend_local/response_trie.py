@@ -46,11 +46,12 @@ class Builder:
         self.responses = 0
 
     def cost(self, response: list[int]) -> int:
-        node, added = -1, 0
-        for token in response[:-1]:
-            node = self.index.get((node, token), -2) if node != -2 else -2
-            added += node == -2
-        return added
+        node: int | None = -1
+        for t, token in enumerate(response[:-1]):
+            node = self.index.get((node, token))
+            if node is None:  # this prefix and every longer one are new
+                return len(response) - 1 - t
+        return 0
 
     def add(self, response: list[int]) -> None:
         node = -1
