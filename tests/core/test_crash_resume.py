@@ -9,7 +9,9 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
+import duckdb
 import pytest
 
 from mirage.core.store.run_store import RunStore
@@ -25,6 +27,26 @@ def wait_for_row(db, proc) -> dict:
                 return runs[0]
         time.sleep(0.05)
     raise AssertionError("the run never created its row")
+
+
+def freeze_outside_the_store(db, proc) -> None:
+    """SIGSTOP the run at a moment it holds no lock on ``db``: a run frozen inside one of
+    its writes would hold the file's lock for as long as it stays frozen, and every later
+    command would wait for it (on a busy machine a run spends more of its time writing)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        os.kill(proc.pid, signal.SIGSTOP)
+        while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+            time.sleep(0.001)  # stopped: it can take no lock from here on
+        try:
+            duckdb.connect(str(db), read_only=True).close()
+            return
+        except duckdb.IOException as error:  # frozen holding the lock: let it finish the write
+            if "Could not set lock" not in str(error):
+                raise
+        os.kill(proc.pid, signal.SIGCONT)
+        time.sleep(0.05)
+    raise AssertionError("the run held the store's lock at every try for 60 s")
 
 
 def listed(cli, db, *args) -> list[dict]:
@@ -43,7 +65,7 @@ def test_a_killed_run_is_crashed_and_resumes(cli, cli_argv, tiny_config_file, tm
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         row = wait_for_row(db, proc)
-        os.kill(proc.pid, signal.SIGSTOP)  # alive but frozen: the checks below see it running
+        freeze_outside_the_store(db, proc)  # alive but frozen: the checks below see it running
         run_id = row["run_id"]
         assert row["pid"] == proc.pid and row["heartbeat_at"] is not None  # recorded with the row
         assert (row["name"], row["tags"], row["note"]) == ("victim", ["crash", "test"], "killed on purpose")
